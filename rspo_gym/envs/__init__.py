@@ -1,0 +1,17 @@
+"""Text environments of the suite; importing ``rspo_gym`` registers them with Gymnasium."""
+
+from gymnasium.envs.registration import register, registry
+
+__all__ = ["register_envs"]
+
+ALFWORLD_ID = "rspo/ALFWorld-v0"
+
+
+def register_envs() -> None:
+    """Register ``rspo/ALFWorld-v0`` (idempotent, so re-imports and reloads are harmless)."""
+    if ALFWORLD_ID not in registry:
+        register(
+            id=ALFWORLD_ID,
+            entry_point="rspo_gym.envs.alfworld.env:AlfworldEnv",
+            max_episode_steps=50,
+        )
