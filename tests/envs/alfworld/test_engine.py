@@ -153,3 +153,46 @@ def test_non_string_commands_are_invalid_not_errors(bad):
     game = Game(tiny_kitchen())
     game.reset()
     assert game.step(bad) == (NOTHING_HAPPENS, False)
+
+
+def _near_miss(command: str, rng: random.Random) -> str:
+    """A command one small edit away from an admissible one (usually not admissible itself)."""
+    kind = rng.randrange(5)
+    if kind == 0:
+        return command.upper()
+    if kind == 1:
+        return command.replace(" ", "  ", 1)
+    if kind == 2:
+        return command[:-1] + str((int(command[-1]) + 1) % 10) if command[-1].isdigit() else command + " 1"
+    if kind == 3:
+        return command.replace("to", "into", 1) if "to" in command else "put " + command
+    return command[: rng.randrange(len(command))]
+
+
+def test_hundred_thousand_random_and_malformed_actions():
+    from rspo_gym.envs.alfworld.generator import generate_world
+
+    rng = random.Random(2024)
+    junk = ["", " " * 7, "\x00", "💥" * 3, "ж" * 100_000, "go to " + "9" * 400, "look look", "help me"]
+    invalid = valid = 0
+    for task_id in range(100):
+        game = Game(generate_world("valid_seen", task_id))
+        game.reset()
+        for _ in range(1_000):
+            commands = game.admissible_commands()
+            roll = rng.random()
+            if roll < 0.5:
+                command = rng.choice(commands)
+            elif roll < 0.6:
+                command = rng.choice(junk)
+            else:
+                command = _near_miss(rng.choice(commands), rng)
+            if command.strip() in commands:
+                assert game.step(command)[1]
+                valid += 1
+                continue
+            before = game.state.key()
+            assert game.step(command) == (NOTHING_HAPPENS, False)
+            assert game.state.key() == before and game.admissible_commands() == commands
+            invalid += 1
+    assert valid + invalid == 100_000 and invalid > 30_000
