@@ -53,7 +53,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TypeVar
 
@@ -273,6 +273,7 @@ class Layout:
     room: str
     scene: int
     receptacles: tuple[tuple[str, int, bool], ...]
+    by_type: Mapping[str, tuple[int, ...]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         by_type: dict[str, list[int]] = {}
@@ -562,9 +563,9 @@ def generate_world(split: str, index: int) -> World:
     task_type = _task_type(rng, split, index)
     setup = _draw_setup(rng, split, task_type)
     scene = _Scene(setup.layout)
+    _place_targets(rng, scene, setup)
     if task_type == "look_at_obj_in_light":
         _place_lamp(rng, scene)
-    _place_targets(rng, scene, setup)
     _place_objects(rng, scene, setup.object_type)
     _place_fixtures(rng, scene, task_type)
     task = _task(rng, setup)

@@ -61,7 +61,7 @@ class Task:
     text: str
 
 
-@dataclass(eq=False)
+@dataclass
 class State:
     """The mutable part of an ALFWorld game.
 
