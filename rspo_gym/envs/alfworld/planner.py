@@ -193,11 +193,9 @@ def _search(world: World, state: State) -> tuple[int, list[Visit]] | None:
     return _place_one(ctx)
 
 
-def _sources(ctx: _Ctx, skip: int = -1) -> list[tuple[int, int]]:
-    """``(object, receptacle)`` pairs a target can be taken from (not the held one, not ``skip``)."""
-    return [
-        (o, r) for o in ctx.t.targets if o != ctx.held and o != skip and o in ctx.t.takeable for r in ctx.where[o]
-    ]
+def _sources(ctx: _Ctx) -> list[tuple[int, int]]:
+    """``(object, receptacle)`` pairs a target other than the held object can be taken from."""
+    return [(o, r) for o in ctx.t.targets if o != ctx.held and o in ctx.t.takeable for r in ctx.where[o]]
 
 
 def _place_one(ctx: _Ctx) -> tuple[int, list[Visit]] | None:
@@ -217,7 +215,7 @@ def _place_one(ctx: _Ctx) -> tuple[int, list[Visit]] | None:
                     found = (cost, d)
             best_place[at] = found
         for d in opened:
-            if closed[d] and d in t.parents and d in t.dests:
+            if closed[d] and d in t.dests:
                 cost = (loc[d] != at) + 1
                 if cost < found[0]:
                     found = (cost, d)
