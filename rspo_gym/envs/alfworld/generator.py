@@ -60,6 +60,7 @@ from typing import TypeVar
 from rspo_gym.envs.alfworld import vocab
 from rspo_gym.envs.alfworld.scenes import SceneBuilder
 from rspo_gym.envs.alfworld.world import Task, World
+from rspo_gym.envs.core import check_task_id
 
 __all__ = [
     "HELD_OUT_COMBOS",
@@ -558,7 +559,7 @@ def generate_world(split: str, index: int) -> World:
     pencil-None-garbagecan-312"`` (the last slot before the floor plan is the lamp for look tasks).
     """
     _check_split(split)
-    index = _check_index(index, SPLIT_SIZES[split])
+    index = check_task_id(index, SPLIT_SIZES[split])
     rng = _Rng("task", split, index)
     task_type = _task_type(rng, split, index)
     setup = _draw_setup(rng, split, task_type)
@@ -578,12 +579,3 @@ def _check_split(split: object) -> None:
     if not isinstance(split, str) or split not in SPLIT_SIZES:
         raise ValueError(f"Unknown split {split!r}; expected one of {sorted(SPLIT_SIZES)}")
 
-
-def _check_index(index: object, size: int | None) -> int:
-    if isinstance(index, bool) or not hasattr(index, "__index__"):
-        raise TypeError(f"index must be an integer, got {type(index).__name__}")
-    index = index.__index__()
-    if index < 0 or (size is not None and index >= size):
-        bound = "a non-negative integer" if size is None else f"in [0, {size})"
-        raise ValueError(f"Task index {index} out of range: expected {bound}")
-    return index

@@ -11,16 +11,8 @@ from __future__ import annotations
 
 from rspo_gym.envs.alfworld.world import State, World
 
-__all__ = ["TASK_TYPES", "goal_satisfied", "lamp_on_here", "placed_targets", "target_ok"]
+__all__ = ["goal_satisfied", "lamp_on_here", "placed_targets", "target_ok"]
 
-TASK_TYPES = (
-    "pick_and_place_simple",
-    "look_at_obj_in_light",
-    "pick_clean_then_place_in_recep",
-    "pick_heat_then_place_in_recep",
-    "pick_cool_then_place_in_recep",
-    "pick_two_obj_and_place",
-)
 
 
 def target_ok(world: World, state: State, index: int) -> bool:

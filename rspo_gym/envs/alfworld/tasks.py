@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rspo_gym.envs.alfworld.pddl import find_games, load_game
 from rspo_gym.envs.alfworld.world import World
+from rspo_gym.envs.core import check_task_id
 
 __all__ = ["GameFiles", "GeneratedTasks"]
 
@@ -32,7 +33,7 @@ class GameFiles:
         return len(self.paths)
 
     def world(self, task_id: int) -> World:
-        task_id = _check_task_id(task_id, len(self.paths))
+        task_id = check_task_id(task_id, len(self.paths))
         world = self._cache.get(task_id)
         if world is None:
             world = self._cache[task_id] = load_game(self.paths[task_id])
@@ -54,7 +55,7 @@ class GeneratedTasks:
     def world(self, task_id: int) -> World:
         from rspo_gym.envs.alfworld.generator import generate_world
 
-        task_id = _check_task_id(task_id, self.size)
+        task_id = check_task_id(task_id, self.size)
         world = self._cache.get(task_id)
         if world is None:
             world = generate_world(self.split, task_id)
@@ -63,12 +64,3 @@ class GeneratedTasks:
             self._cache[task_id] = world
         return world
 
-
-def _check_task_id(task_id: object, size: int | None) -> int:
-    if isinstance(task_id, bool) or not hasattr(task_id, "__index__"):
-        raise TypeError(f"task_id must be an integer, got {type(task_id).__name__}")
-    task_id = task_id.__index__()
-    if task_id < 0 or (size is not None and task_id >= size):
-        bound = "a non-negative integer" if size is None else f"in [0, {size})"
-        raise ValueError(f"Unknown task_id {task_id}: expected {bound}")
-    return task_id
