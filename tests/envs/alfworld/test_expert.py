@@ -107,3 +107,16 @@ def test_real_games_success_rate() -> None:
         world = load_game(Path(path))
         wins[world.task.task_type] += play(world)[1]
     assert sum(wins.values()) >= 0.9 * len(games)
+
+
+def test_generated_tasks_success_rate() -> None:
+    from rspo_gym.envs.alfworld.generator import generate_world
+
+    tasks = [("train", i) for i in range(200)] + [("valid_seen", i) for i in range(0, 140, 3)]
+    tasks += [("valid_unseen", i) for i in range(0, 134, 3)]
+    wins: Counter[str] = Counter()
+    for split, index in tasks:
+        world = generate_world(split, index)
+        wins[world.task.task_type] += play(world)[1]
+    assert len(wins) == 6
+    assert sum(wins.values()) >= 0.9 * len(tasks)
