@@ -179,11 +179,18 @@ def bench_textworld(paths: list[Path], args) -> tuple[dict, dict]:
     start = time.perf_counter()
     worlds = [load_game(path) for path in paths]
     ours_load = (time.perf_counter() - start) / len(paths)
+    # Ours on the same games with the same episode length and seeds, longer for a stable timing
+    # (its first episodes replay the command streams TextWorld got).
+    kwargs.update(steps=max(args.steps, steps), resets=max(args.resets, args.tw_resets))
     ours = {"games": len(paths), "load_ms": 1e3 * ours_load, **bench_game([Game(w) for w in worlds], **kwargs)}
     return ours, tw
 
 
 # ---------------------------------------------------------------------------------- main
+def _num(value: float) -> str:
+    return f"{value:.0f}" if value >= 100 else f"{value:.2f}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--games", type=Path, default=DEFAULT_GAMES if DEFAULT_GAMES.is_dir() else None,
@@ -199,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "benchmarks" / "alfworld_speed.json")
     args = parser.parse_args(argv)
+    if args.games is not None and not args.games.exists():
+        parser.error(f"--games: no such file or directory: {args.games}")
 
     rows: dict[str, dict] = {}
     notes: list[str] = []
@@ -235,16 +244,17 @@ def main(argv: list[str] | None = None) -> int:
                     "reset": tw["reset_ms"] / ours["reset_ms"],
                 }
 
-    header = f"{'section':26} {'games':>5} {'steps':>6} {'steps/s':>10} {'us/step':>9} {'load ms':>9} {'reset ms':>9} {'resets/s':>9}"
+    columns = ("games", 5), ("steps", 6), ("steps/s", 10), ("us/step", 9), ("load ms", 9), ("reset ms", 9), ("resets/s", 9)
+    header = f"{'section':26}" + "".join(f" {title:>{width}}" for title, width in columns)
     print(header)
     print("-" * len(header))
     for name, row in rows.items():
         print(
-            f"{name:26} {row['games']:5d} {row['steps']:6d} {row['steps_per_s']:10.0f} {row['us_per_step']:9.1f}"
-            f" {row['load_ms']:9.2f} {row['reset_ms']:9.3f} {row['resets_per_s']:9.0f}"
+            f"{name:26} {row['games']:5d} {row['steps']:6d} {_num(row['steps_per_s']):>10} {row['us_per_step']:9.1f}"
+            f" {row['load_ms']:9.2f} {row['reset_ms']:9.3f} {_num(row['resets_per_s']):>9}"
         )
     if ratios:
-        print(f"ours / textworld (same games and commands): steps/s x{ratios['steps_per_s']:.0f}, "
+        print(f"ours / textworld (same games, same seeds): steps/s x{ratios['steps_per_s']:.0f}, "
               f"load x{ratios['load']:.0f} faster, reset x{ratios['reset']:.0f} faster")
     for note in notes:
         print(note)

@@ -147,6 +147,8 @@ class AlfworldEnv(gym.Env[str, str]):
     # ----------------------------------------------------------------------------- helpers
     def _new_game(self, world: World, task_id: int) -> Game:
         self._expert = None
+        if self.game is not None and self.game.world is world:
+            return self.game  # same task again: reuse (a TextWorld game would reload for ~1 s)
         if self.backend == "textworld":
             from rspo_gym.envs.alfworld.textworld_backend import TextWorldGame
 

@@ -206,4 +206,8 @@ def _build_world(facts: list[tuple[str, tuple[str, ...]]], task: Task, name: str
     can_contain = frozenset(
         (r.removesuffix("type"), o.removesuffix("type")) for r, o in by_predicate.get("cancontain", [])
     )
-    return World(receptacles, items, can_contain, task, state, name=name)
+    nested: dict[int, list[int]] = {}
+    for inner, outer in by_predicate.get("inreceptacleobject", []):
+        nested.setdefault(item_of[outer], []).append(item_of[inner])
+    nested_sorted = {outer: tuple(sorted(inner)) for outer, inner in nested.items()}
+    return World(receptacles, items, can_contain, task, state, name=name, nested=nested_sorted)

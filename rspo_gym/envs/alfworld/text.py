@@ -25,8 +25,9 @@ __all__ = [
 
 WELCOME = "-= Welcome to TextWorld, ALFRED! =-"
 NOTHING_HAPPENS = "Nothing happens."
+# The grammar's help text starts with "\n", which TextWorld's derivation drops.
 HELP_TEXT = (
-    "\nAvailable commands:\n"
+    "Available commands:\n"
     "  look:                             look around your current location\n"
     "  inventory:                        check your current inventory\n"
     "  go to (receptacle):               move to a receptacle\n"
@@ -71,14 +72,16 @@ def _contents(world: World, state: State, index: int) -> str:
 def describe_item(world: World, state: State, index: int) -> str:
     """``examineObject.feedback``: the first matching rule of the grammar, in grammar order.
 
-    Receptacle objects (mugs, bowls, ...) always answer "This is a normal ...": that rule comes
-    first and no game has anything inside a receptacle object. ``This X is off.`` can never be
-    printed: its condition needs a ``not_istoggled`` fact, which no action creates.
+    Receptacle objects (mugs, bowls, pots, ...) always answer "This is a normal ... In it, you
+    see ...": that rule comes first, whatever the object's state, and lists the scene's
+    ``inReceptacleObject`` facts (e.g. a pot "in" another pot, from THOR). ``This X is off.`` can
+    never be printed: its condition needs a ``not_istoggled`` fact, which no action creates.
     """
     item = world.items[index]
     name = item.name
     if item.receptacle_object:
-        return f"This is a normal {name}. In it, you see nothing."
+        inside = display_list([world.items[i].name for i in world.nested.get(index, ())])
+        return f"This is a normal {name}. In it, you see {inside}."
     clean, hot, cool = index in state.clean, index in state.hot, index in state.cool
     if index in state.sliced:
         if clean and hot:

@@ -15,6 +15,7 @@ the engine prints. Both the PDDL loader and the generator build worlds in that o
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 __all__ = ["Receptacle", "Item", "Task", "World", "State"]
@@ -122,6 +123,9 @@ class World:
     """A complete ALFWorld game: entities in listing order, placement rules, task, initial state.
 
     ``can_contain`` holds ``(receptacle type, object type)`` pairs (the ``canContain`` facts).
+    ``nested`` maps a receptacle object to the objects the scene puts inside it
+    (``inReceptacleObject`` facts, in listing order); no action of the domain changes them, and
+    they only show when the outer object is examined.
     ``name`` identifies the game (a path for loaded games, a generator key for generated ones).
     """
 
@@ -131,6 +135,7 @@ class World:
     task: Task
     initial: State
     name: str = ""
+    nested: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         locations: dict[int, list[int]] = {}

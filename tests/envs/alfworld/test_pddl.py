@@ -110,3 +110,18 @@ def test_later_format_games_load_the_same(alfworld_data):
     old, new = Game(load_game_data(data)), Game(load_game_data(patched))
     assert old.reset() == new.reset()
     assert old.admissible_commands() == new.admissible_commands()
+
+
+def test_objects_inside_receptacle_objects_show_when_examined():
+    problem = MINIMAL_PROBLEM.replace(
+        "(isCool Egg_bar__minus_01)",
+        "(isCool Egg_bar__minus_01)\n (objectType Pot_bar__plus_01 PotType) (pickupable Pot_bar__plus_01)"
+        "\n (isReceptacleObject Pot_bar__plus_01) (inReceptacle Pot_bar__plus_01 Fridge_bar__plus_01)"
+        "\n (inReceptacleObject Egg_bar__plus_02 Pot_bar__plus_01)",
+    )
+    world = load_game_data({"pddl_problem": problem, "grammar": MINIMAL_GRAMMAR})
+    game = Game(world)
+    game.reset()
+    for command in ["go to fridge 1", "open fridge 1", "take pot 1 from fridge 1"]:
+        assert game.step(command)[1], command
+    assert game.step("examine pot 1")[0] == "This is a normal pot 1. In it, you see a egg 1."
