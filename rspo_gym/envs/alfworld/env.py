@@ -92,7 +92,7 @@ class AlfworldEnv(gym.Env[str, str]):
         if self.game is None:
             raise gym.error.ResetNeeded("Call reset() before step().")
         was_won = self.game.won
-        feedback, valid = self.game.step(action if isinstance(action, str) else "")
+        feedback, valid = self.game.step(action)  # any input: invalid ones are no-ops
         won = self.game.won
         self._obs = feedback
         info = self._info(feedback)
@@ -108,6 +108,12 @@ class AlfworldEnv(gym.Env[str, str]):
         if self.render_mode == "human":
             print(self._obs)
         return None
+
+    def close(self) -> None:
+        close_game = getattr(self.game, "close", None)  # the TextWorld backend holds an engine
+        if close_game is not None:
+            close_game()
+        self.game = None
 
     # ------------------------------------------------------------------------------ experts
     @property
