@@ -1,0 +1,1 @@
+"""WebShop as `rspo/WebShop-v0`: an offline re-implementation of princeton-nlp/WebShop's shop, goals and reward."""
