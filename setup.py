@@ -21,7 +21,13 @@ setup(
     license="MIT",
     python_requires=">=3.10",
     packages=find_packages(include=["rspo_gym", "rspo_gym.*"]),
-    install_requires=["gymnasium>=1.0", "numpy>=1.24", "rapidfuzz>=3"],
+    install_requires=[
+        "gymnasium>=1.0",
+        "numpy>=1.24",
+        "rapidfuzz>=3",
+        "bm25s>=0.2",
+        "PyStemmer>=2.2",
+    ],
     extras_require=EXTRAS,
     entry_points={"console_scripts": ["rspo-gym=rspo_gym.cli:main"]},
 )
