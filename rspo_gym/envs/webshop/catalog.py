@@ -1,0 +1,704 @@
+"""Seeded synthetic WebShop product catalog, generated on demand, plus a loader for real items.
+
+A :class:`Catalog` stores only its seed, size and the static taxonomy; product ``i`` is a pure
+function of ``(seed, i)`` (randomness from ``blake2b`` feeding ``random.Random`` through
+``random()`` draws only, so items are identical across processes, hash seeds and Python versions)
+and is built when asked, with a small LRU cache. A 1M-product catalog therefore costs almost nothing
+beyond its search index.
+
+What the catalog reproduces (``docs/reference/webshop.md`` §3.6): five top-level categories and
+100+ product types (``query``) with 3-6-level Amazon-style breadcrumbs, near-type distractors
+(shared breadcrumb prefix and head noun, e.g. men's running / walking / trail running shoes, or a
+head noun across categories: laptop bag / makeup bag), titles "Brand + attrs + Type + model"
+(sometimes keyword-stuffed), 3-10 hidden mined-style attributes per product drawn from per-category
+vocabularies with fuzzy near-duplicates (some shown only in the description or features, some
+nowhere), 0-3 option groups of 2-8 values that collide under fuzzy matching, and skewed log-normal
+prices (median about $25-30, ~27% shown as ranges "$a to $b" with a hidden uniform draw, ~2%
+unpriced, which upstream prices at $100).
+
+Upstream's real files can be read with :func:`load_real_items`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+import random
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from .catalog_data import CATEGORIES, OPTION_POOLS, TYPES
+from .model import Product
+from .search import SearchIndex, search_text
+
+__all__ = [
+    "CATEGORY_TOPS", "Catalog", "CatalogItem", "MAX_PRODUCTS", "ProductType", "Review",
+    "UNPRICED_PRICE", "load_real_items",
+]
+
+#: Largest catalog accepted.
+MAX_PRODUCTS = 5_000_000
+#: Upstream's price for a product without pricing (``load_products``/``generate_product_prices``).
+UNPRICED_PRICE = 100.0
+#: The five top-level categories, in taxonomy order.
+CATEGORY_TOPS: tuple[str, ...] = ("fashion", "beauty", "electronics", "furniture", "food")
+
+_BREADCRUMB_JOIN = " \u203a "
+_ASIN_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_ASIN_HALF = 36**4  # Feistel halves over the 8 free base-36 digits
+_ASIN_RE = re.compile(r"B0[0-9A-Z]{8}")
+_CACHE_SIZE = 1024
+_VERSION = b"rspo_gym.webshop.catalog.v1"
+# Words of type phrases that are not nouns (or are single letters) and so stay out of the lexicon.
+_NON_NOUNS = frozenset({
+    "s", "t", "c", "in", "of", "on", "over", "for", "and", "with", "extra", "virgin", "raw",
+    "smoked", "roasted", "mixed", "wireless", "mechanical", "portable", "external", "electric",
+    "liquid", "matte", "casual", "lace", "blackout", "dark", "green", "herbal", "sparkling",
+    "ground", "hot", "smart", "standing", "accent", "athletic", "gaming", "computer", "winter",
+    "leather", "pendant", "clip", "micro", "usb", "trail", "running", "walking", "yoga",
+})
+
+
+# ----------------------------------------------------------------------------- randomness
+
+
+def _rng(*parts: object) -> random.Random:
+    """A ``random.Random`` seeded from ``blake2b(repr(parts))``: process- and version-stable."""
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=16, person=b"rspo-webshop").digest()
+    return random.Random(int.from_bytes(digest, "big"))
+
+
+def _below(r: random.Random, n: int) -> int:
+    """Uniform int in ``[0, n)`` from one ``random()`` draw."""
+    return min(int(r.random() * n), n - 1)
+
+
+def _between(r: random.Random, lo: int, hi: int) -> int:
+    """Uniform int in ``[lo, hi]``."""
+    return lo + _below(r, hi - lo + 1)
+
+
+def _choice(r: random.Random, seq: Sequence[Any]) -> Any:
+    return seq[_below(r, len(seq))]
+
+
+def _sample_indices(r: random.Random, n: int, k: int) -> list[int]:
+    """``k`` distinct indices of ``range(n)`` in draw order (partial Fisher-Yates)."""
+    pool = list(range(n))
+    for j in range(k):
+        m = j + _below(r, n - j)
+        pool[j], pool[m] = pool[m], pool[j]
+    return pool[:k]
+
+
+def _sample(r: random.Random, seq: Sequence[Any], k: int, keep_order: bool = False) -> list[Any]:
+    idx = _sample_indices(r, len(seq), min(k, len(seq)))
+    if keep_order:
+        idx.sort()
+    return [seq[i] for i in idx]
+
+
+def _weighted(r: random.Random, weights: Sequence[float]) -> int:
+    x = r.random() * sum(weights)
+    for i, w in enumerate(weights):
+        x -= w
+        if x < 0:
+            return i
+    return len(weights) - 1
+
+
+def _gauss(r: random.Random) -> float:
+    """Standard normal by Box-Muller (``random.gauss``'s algorithm is not promised stable)."""
+    u1, u2 = r.random(), r.random()
+    return math.sqrt(-2.0 * math.log(1.0 - u1)) * math.cos(2.0 * math.pi * u2)
+
+
+# ----------------------------------------------------------------------------- asins
+
+
+def _feistel_round_key(seed: int, rnd: int, half: int) -> int:
+    digest = hashlib.blake2b(
+        f"{seed}|{rnd}|{half}".encode(), digest_size=8, person=b"rspo-asin"
+    ).digest()
+    return int.from_bytes(digest, "big") % _ASIN_HALF
+
+
+def _asin_encode(seed: int, i: int) -> str:
+    """A bijection index -> "B0" + 8 base-36 digits (4-round Feistel over 36^4 x 36^4)."""
+    left, right = divmod(i, _ASIN_HALF)
+    for rnd in range(4):
+        left, right = right, (left + _feistel_round_key(seed, rnd, right)) % _ASIN_HALF
+    x = left * _ASIN_HALF + right
+    digits = []
+    for _ in range(8):
+        x, d = divmod(x, 36)
+        digits.append(_ASIN_ALPHABET[d])
+    return "B0" + "".join(reversed(digits))
+
+
+def _asin_decode(seed: int, asin: str) -> int:
+    x = int(asin[2:], 36)
+    left, right = divmod(x, _ASIN_HALF)
+    for rnd in reversed(range(4)):
+        left, right = (right - _feistel_round_key(seed, rnd, left)) % _ASIN_HALF, left
+    return left * _ASIN_HALF + right
+
+
+# ----------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class Review:
+    """One review as upstream's item dict keeps it: ``score`` (1-5 stars) and ``body``."""
+
+    score: int
+    body: str
+
+
+@dataclass(frozen=True)
+class ProductType:
+    """One product type of the taxonomy (a ``query``)."""
+
+    index: int
+    category_top: str
+    breadcrumb: tuple[str, ...]
+    query: str
+    nouns: tuple[str, ...]
+    attributes: tuple[str, ...]
+    option_groups: tuple[tuple[str, bool, tuple[str, ...]], ...]
+    price_median: float
+    #: indices of near-type distractors: types sharing this type's head noun
+    near_types: tuple[int, ...] = ()
+
+    @property
+    def category(self) -> str:
+        """The breadcrumb joined by ``' › '`` (upstream ``product_category``)."""
+        return _BREADCRUMB_JOIN.join(self.breadcrumb)
+
+
+@dataclass(frozen=True)
+class CatalogItem:
+    """Everything the env shows or scores for one product.
+
+    ``product`` is what the reward reads; ``options`` maps option name to its values in page
+    order; ``price_text`` is what pages show ("$12.99" or "$82.01 to $92.01"); ``price`` is the
+    hidden reward price (the value, a uniform draw in ``[a, b]`` for ranges, 100.0 when
+    unpriced); ``price_range`` the shown numbers (empty when unpriced); ``features`` the bullet
+    points; ``rating`` the mean review score or ``None``.
+    """
+
+    product: Product
+    options: Mapping[str, tuple[str, ...]]
+    price_text: str
+    price: float
+    price_range: tuple[float, ...]
+    features: tuple[str, ...]
+    reviews: tuple[Review, ...]
+    rating: float | None
+    category_top: str
+
+    def __hash__(self) -> int:
+        return hash((self.product, self.price))
+
+    @property
+    def asin(self) -> str:
+        return self.product.asin
+
+    @property
+    def title(self) -> str:
+        return self.product.name
+
+    @property
+    def description(self) -> str:
+        return self.product.description
+
+    def search_document(self) -> str:
+        """Upstream's indexed text for this item (:func:`search.search_text`)."""
+        return search_text(self.product.name, self.product.description, self.features,
+                           self.options)
+
+
+def _freeze_options(options: Mapping[str, Sequence[str]]) -> Mapping[str, tuple[str, ...]]:
+    return MappingProxyType({name: tuple(values) for name, values in options.items()})
+
+
+# ----------------------------------------------------------------------------- taxonomy
+
+
+def _title_case(text: str) -> str:
+    return " ".join(w[:1].upper() + w[1:] for w in text.split(" "))
+
+
+def _tokens(text: str) -> list[str]:
+    return re.findall(r"[^\W_]+", text.lower())
+
+
+@functools.cache
+def _taxonomy() -> tuple[tuple[ProductType, ...], Mapping[str, dict[str, Any]]]:
+    """Build the product types once per process (pure function of the data below)."""
+    types: list[ProductType] = []
+    for idx, (cat, tail, phrase, attrs, groups, median) in enumerate(TYPES):
+        resolved = []
+        for group in groups:
+            if isinstance(group, str):
+                resolved.append(OPTION_POOLS[group])
+            else:
+                name, values = group
+                resolved.append((name, name in ("size", "length"), tuple(values)))
+        nouns = tuple(t for t in _tokens(phrase) if t not in _NON_NOUNS)
+        types.append(ProductType(
+            index=idx, category_top=cat, breadcrumb=(CATEGORIES[cat]["root"], *tail),
+            query=phrase, nouns=nouns, attributes=tuple(attrs), option_groups=tuple(resolved),
+            price_median=float(median),
+        ))
+    by_head: dict[str, list[int]] = {}
+    for t in types:
+        by_head.setdefault(t.nouns[-1], []).append(t.index)
+    final = tuple(
+        ProductType(**{**t.__dict__, "near_types": tuple(
+            j for j in by_head[t.nouns[-1]] if j != t.index)})
+        for t in types
+    )
+    return final, MappingProxyType(CATEGORIES)
+
+
+@functools.cache
+def _noun_lexicon() -> frozenset[str]:
+    types, cats = _taxonomy()
+    words: set[str] = set()
+    for t in types:
+        words.update(t.nouns)
+    for cat in cats.values():
+        for brand in cat["brands"]:
+            words.update(_tokens(brand))
+        words.update(w for f in cat["fillers"] for w in _tokens(f))
+    return frozenset(words)
+
+
+# ----------------------------------------------------------------------------- text templates
+
+_BULLET_TEMPLATES = (
+    "{A}: this {q} is {a}, made for everyday use and built to last",
+    "{A} design - our {q} is {a}, so you can use it with confidence",
+    "Premium quality: {a} and carefully checked before shipping",
+    "{A}: customers love that it is {a}; a practical choice for {f}",
+    "Why choose {b}? Every {q} is {a} and comes ready for {f}",
+)
+_GENERIC_BULLETS = (
+    "What you get: 1 x {q} and a quick start guide",
+    "Worry-free purchase: 30-day returns and friendly customer service from {b}",
+    "Perfect gift for family and friends, great for {f}",
+    "Please check the size and option details before ordering",
+)
+_DESC_OPENERS = (
+    "The {b} {q} combines thoughtful design with dependable quality.",
+    "Meet the {b} {q}, a simple upgrade for {f}.",
+    "Looking for a reliable {q}? {b} has you covered.",
+)
+_DESC_ATTR = (
+    "It is {a}.",
+    "Features: {a}.",
+    "Highlights include {a} construction and careful finishing.",
+    "Designed to be {a} for years of use.",
+)
+_DESC_CLOSERS = (
+    "Backed by {b} customer support.",
+    "Makes a great addition to any {f} routine.",
+    "",
+)
+_REVIEWS = {
+    5: ("Absolutely love it, exactly as described.", "Great quality for the price.",
+        "Would buy again, highly recommend."),
+    4: ("Very good overall, minor issues.", "Works well, shipping was fast.",
+        "Nice product, a bit different from the photos."),
+    3: ("It's okay, does the job.", "Average quality, fair price."),
+    2: ("Not great, quality could be better.", "Smaller than expected."),
+    1: ("Broke after a week, disappointed.", "Not as described, returned it."),
+}
+_REVIEW_WEIGHTS = (0.06, 0.07, 0.12, 0.3, 0.45)  # 1..5 stars
+_CONSONANTS = "BCDFGHJKLMNPRSTVWXZ"
+
+
+def _model_code(r: random.Random) -> str:
+    kind = _below(r, 4)
+    if kind == 0:
+        return f"{_choice(r, _CONSONANTS)}{_choice(r, _CONSONANTS)}-{_between(r, 10, 999)}"
+    if kind == 1:
+        return f"{_choice(r, ('Pro', 'Max', 'Plus', 'Lite', 'Classic', 'Elite'))} {_between(r, 2, 9)}"
+    if kind == 2:
+        return f"{_choice(r, _CONSONANTS)}{_between(r, 100, 9999)}"
+    return f"Series {_between(r, 1, 12)}"
+
+
+def _money(x: float) -> str:
+    return f"${x:.2f}"
+
+
+def _price(r: random.Random, median: float) -> tuple[str, float, tuple[float, ...]]:
+    """(shown text, hidden price, shown numbers): log-normal, ~27% ranges, ~2% unpriced."""
+    u = r.random()
+    value = median * math.exp(0.6 * _gauss(r))
+    value = min(max(value, 1.0), 999.0)
+    value = math.floor(value) + 0.99 if r.random() < 0.5 and value < 998 else round(value, 2)
+    if u < 0.02:
+        return "$100.0", UNPRICED_PRICE, ()  # upstream's tag for a product without pricing
+    if u < 0.29:
+        high = round(min(value * (1.1 + 0.9 * r.random()), 999.0), 2)
+        if high > value:
+            hidden = value + (high - value) * r.random()
+            return f"{_money(value)} to {_money(high)}", hidden, (value, high)
+    return _money(value), value, (value,)
+
+
+# ----------------------------------------------------------------------------- catalog
+
+
+class Catalog:
+    """A seeded synthetic catalog of ``num_products`` items, each generated on demand.
+
+    ``item(i)`` is a pure function of ``(seed, i)``; the object itself holds the seed, the size,
+    the taxonomy (shared, built once per process), a type permutation and a bounded LRU cache.
+    Thread-safe.
+    """
+
+    def __init__(self, num_products: int = 1000, seed: int = 0) -> None:
+        if isinstance(num_products, bool) or not isinstance(num_products, int):
+            raise TypeError(f"num_products must be an int, got {type(num_products).__name__}")
+        if not 1 <= num_products <= MAX_PRODUCTS:
+            raise ValueError(f"num_products must be in [1, {MAX_PRODUCTS}], got {num_products}")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+        self.num_products = num_products
+        self.seed = seed
+        self._types, self._categories = _taxonomy()
+        r = _rng(_VERSION, "types", seed)
+        self._type_perm = tuple(_sample_indices(r, len(self._types), len(self._types)))
+        self._cache: OrderedDict[int, CatalogItem] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Catalog(num_products={self.num_products}, seed={self.seed})"
+
+    def __len__(self) -> int:
+        return self.num_products
+
+    def __iter__(self) -> Iterator[CatalogItem]:
+        """All items in index order (generated fresh; the LRU cache is left alone)."""
+        for i in range(self.num_products):
+            yield self._make(i)
+
+    @property
+    def product_types(self) -> tuple[ProductType, ...]:
+        return self._types
+
+    @property
+    def categories(self) -> Mapping[str, dict[str, Any]]:
+        """Per top-level category: breadcrumb root, brands, attribute vocabulary, filler nouns."""
+        return self._categories
+
+    @property
+    def noun_lexicon(self) -> frozenset[str]:
+        """Single lowercase words a title tagger would call nouns: type nouns, brands, fillers.
+
+        Pass to :class:`~rspo_gym.envs.webshop.reward.LexiconNouns` for ``title_score``.
+        """
+        return _noun_lexicon()
+
+    def type_index_of(self, i: int) -> int:
+        """The product type of item ``i``: every block of ``len(types)`` consecutive items holds
+        each type once (a seeded permutation, rotated per block)."""
+        self._check_index(i)
+        n = len(self._types)
+        block, pos = divmod(i, n)
+        return self._type_perm[(pos + 7 * block) % n]
+
+    def item(self, i: int) -> CatalogItem:
+        self._check_index(i)
+        with self._lock:
+            hit = self._cache.get(i)
+            if hit is not None:
+                self._cache.move_to_end(i)
+                return hit
+        made = self._make(i)
+        with self._lock:
+            self._cache[i] = made
+            if len(self._cache) > _CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return made
+
+    def __getitem__(self, i: int) -> CatalogItem:
+        return self.item(i)
+
+    def asin(self, i: int) -> str:
+        """Item ``i``'s ASIN without building the item."""
+        self._check_index(i)
+        return _asin_encode(self.seed, i)
+
+    def index_of(self, asin: str) -> int:
+        """The index of the item with ``asin`` (case-insensitive); ``KeyError`` if none."""
+        if not isinstance(asin, str):
+            raise TypeError(f"asin must be a str, got {type(asin).__name__}")
+        key = asin.upper()
+        if _ASIN_RE.fullmatch(key):
+            i = _asin_decode(self.seed, key)
+            if i < self.num_products:
+                return i
+        raise KeyError(asin)
+
+    def __contains__(self, asin: object) -> bool:
+        try:
+            self.index_of(asin)  # type: ignore[arg-type]
+        except (KeyError, TypeError):
+            return False
+        return True
+
+    def search_document(self, i: int) -> str:
+        return self.item(i).search_document()
+
+    def build_search_index(self) -> SearchIndex:
+        """A BM25 index whose document ``i`` is :meth:`search_document` of item ``i``."""
+        return SearchIndex.build(self._make(i).search_document() for i in range(self.num_products))
+
+    # ------------------------------------------------------------------ generation
+
+    def _check_index(self, i: int) -> None:
+        if isinstance(i, bool) or not isinstance(i, int):
+            raise TypeError(f"item index must be an int, got {type(i).__name__}")
+        if not 0 <= i < self.num_products:
+            raise IndexError(f"item index {i} out of range [0, {self.num_products})")
+
+    def _make(self, i: int) -> CatalogItem:
+        t = self._types[self.type_index_of(i)]
+        cat = self._categories[t.category_top]
+        r = _rng(_VERSION, "item", self.seed, i)
+        brand = _choice(r, cat["brands"])
+        fillers = cat["fillers"]
+
+        # hidden attributes: 1-4 type attributes + category vocabulary, 3-10 in all
+        k = _between(r, 3, 10)
+        n_type = _between(r, 1, min(k, len(t.attributes)))
+        attrs = _sample(r, t.attributes, n_type)
+        attrs += _sample(r, [a for a in cat["attrs"] if a not in attrs], k - n_type)
+        # where each is visible: 0 title, 1 features, 2 description, 3 nowhere (hidden only)
+        place = [_weighted(r, (0.15, 0.4, 0.3, 0.15)) for _ in attrs]
+        in_title = [a for a, p in zip(attrs, place) if p == 0][:2]
+        place = [1 if p == 0 and a not in in_title else p for a, p in zip(attrs, place)]
+        if all(p == 0 for p in place):
+            place[-1] = 2  # at least one attribute shown only on a sub-page
+
+        title = " ".join([brand, *(_title_case(a) for a in in_title), _title_case(t.query),
+                          _model_code(r)])
+        if r.random() < 0.3:  # Amazon-style keyword stuffing
+            title += " for " + " ".join(_title_case(f) for f in _sample(r, fillers, _between(r, 2, 8)))
+
+        fmt = {"q": t.query, "b": brand}
+        bullets = []
+        for a in (a for a, p in zip(attrs, place) if p == 1):
+            bullets.append(_choice(r, _BULLET_TEMPLATES).format(
+                A=a.upper(), a=a, f=_choice(r, fillers), **fmt))
+        for g in _sample(r, _GENERIC_BULLETS, max(0, _between(r, 3, 5) - len(bullets))):
+            bullets.append(g.format(f=_choice(r, fillers), **fmt))
+        desc = [_choice(r, _DESC_OPENERS).format(f=_choice(r, fillers), **fmt)]
+        desc += [_choice(r, _DESC_ATTR).format(a=a) for a, p in zip(attrs, place) if p == 2]
+        desc.append(_choice(r, _DESC_CLOSERS).format(f=_choice(r, fillers), **fmt))
+        description = " ".join(s for s in desc if s)
+
+        options: dict[str, tuple[str, ...]] = {}
+        groups = t.option_groups
+        n_groups = _weighted(r, (0.1, 0.35, 0.4, 0.15)[: min(3, len(groups)) + 1])
+        for name, ordered, values in (groups[j] for j in sorted(_sample_indices(r, len(groups),
+                                                                                 n_groups))):
+            if name in options:
+                continue
+            count = _between(r, 2, min(8, len(values)))
+            if ordered:
+                start = _below(r, len(values) - count + 1)
+                options[name] = values[start:start + count]
+            else:
+                options[name] = tuple(_sample(r, values, count, keep_order=True))
+
+        price_text, price, price_range = _price(r, t.price_median)
+
+        reviews = tuple(
+            Review(score := _weighted(r, _REVIEW_WEIGHTS) + 1, _choice(r, _REVIEWS[score]))
+            for _ in range(_weighted(r, (0.25, 0.2, 0.2, 0.15, 0.1, 0.1)))
+        )
+        rating = round(sum(rv.score for rv in reviews) / len(reviews), 1) if reviews else None
+
+        product = Product(
+            asin=_asin_encode(self.seed, i), name=title, query=t.query, category=t.category,
+            attributes=tuple(attrs), bullet_points=tuple(bullets), description=description,
+        )
+        return CatalogItem(
+            product=product, options=_freeze_options(options), price_text=price_text,
+            price=price, price_range=price_range, features=tuple(bullets), reviews=reviews,
+            rating=rating, category_top=t.category_top,
+        )
+
+
+# ----------------------------------------------------------------------------- real data
+
+
+def _parse_pricing(text: str) -> list[float]:
+    """Upstream ``load_products``: numbers after each ``$``, non-digits/dots stripped."""
+    return [float(Decimal(re.sub(r"[^\d.]", "", part))) for part in text.split("$")[1:]]
+
+
+def _real_options(raw: object) -> dict[str, tuple[str, ...]]:
+    if not raw:
+        return {}
+    if not isinstance(raw, dict):
+        raise ValueError("customization_options/options must be an object")
+    options: dict[str, tuple[str, ...]] = {}
+    for name, contents in raw.items():
+        if contents is None:
+            continue
+        if not isinstance(contents, list):
+            raise ValueError(f"option {name!r} must be a list")
+        values = []
+        for content in contents:
+            value = content.get("value") if isinstance(content, dict) else content
+            if not isinstance(value, str):
+                raise ValueError(f"option {name!r} has a value that is not a string: {content!r}")
+            values.append(value.strip().replace("/", " | ").lower())
+        options[str(name).lower()] = tuple(values)
+    return options
+
+
+def _str_list(value: object, what: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise ValueError(f"{what} must be a string or a list of strings")
+
+
+def _real_item(p: object, attr_map: Mapping[str, Any]) -> CatalogItem | None:
+    if not isinstance(p, dict):
+        raise ValueError(f"expected an object, got {type(p).__name__}")
+    asin = p.get("asin")
+    if not isinstance(asin, str):
+        raise ValueError("missing or non-string 'asin'")
+    if asin == "nan" or len(asin) > 10:
+        return None  # upstream skips these
+    name = p.get("name", p.get("Title"))
+    if not isinstance(name, str):
+        raise ValueError("missing or non-string 'name'")
+    query = p.get("query", "")
+    category = p.get("product_category", "")
+    if not isinstance(query, str) or not isinstance(category, str):
+        raise ValueError("'query' and 'product_category' must be strings")
+    description = p.get("full_description", p.get("Description", "")) or ""
+    if not isinstance(description, str):
+        raise ValueError("'full_description' must be a string")
+    bullets = _str_list(p.get("small_description", p.get("BulletPoints")), "'small_description'")
+
+    pricing_raw = p.get("pricing")
+    if isinstance(pricing_raw, list):
+        pricing = [float(x) for x in pricing_raw]
+    elif not pricing_raw:
+        pricing = []
+    elif isinstance(pricing_raw, str):
+        try:
+            pricing = _parse_pricing(pricing_raw)
+        except InvalidOperation as exc:
+            raise ValueError(f"unparsable pricing {pricing_raw!r}") from exc
+        if not pricing:
+            raise ValueError(f"unparsable pricing {pricing_raw!r}")
+    else:
+        raise ValueError(f"'pricing' must be a string, got {type(pricing_raw).__name__}")
+    if not pricing:
+        price_text, price, shown = "$100.0", UNPRICED_PRICE, ()
+    elif len(pricing) == 1:
+        price_text, price, shown = f"${pricing[0]}", pricing[0], (pricing[0],)
+    else:
+        a, b = pricing[:2]
+        price_text, shown = f"${a} to ${b}", (a, b)
+        price = a + (b - a) * _rng(_VERSION, "real-price", asin).random()  # upstream: uniform(a, b)
+
+    options = _real_options(p.get("customization_options", p.get("options")))
+
+    attrs_raw = p.get("Attributes", p.get("attributes"))
+    if attrs_raw is None and isinstance(attr_map.get(asin), dict):
+        attrs_raw = attr_map[asin].get("attributes")
+    attributes = tuple(a for a in _str_list(attrs_raw, "'Attributes'") if a != "DUMMY_ATTR")
+
+    reviews = []
+    for rv in p.get("Reviews") or p.get("reviews") or []:
+        if not isinstance(rv, dict):
+            raise ValueError("each review must be an object")
+        score = rv.get("score", rv.get("stars"))
+        body = rv.get("body", rv.get("review", ""))
+        try:
+            score = int(float(score))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"review without a numeric score: {rv!r}") from exc
+        reviews.append(Review(score, str(body)))
+    rating_raw = p.get("Rating", p.get("average_rating"))
+    try:
+        rating = float(rating_raw) if rating_raw not in (None, "", "N.A.") else None
+    except (TypeError, ValueError):
+        rating = None
+
+    product = Product(asin=asin, name=name, query=query.lower().strip(), category=category,
+                      attributes=attributes, bullet_points=bullets, description=description)
+    top = p.get("category", "")
+    return CatalogItem(
+        product=product, options=_freeze_options(options), price_text=price_text, price=price,
+        price_range=shown, features=bullets, reviews=tuple(reviews), rating=rating,
+        category_top=top.lower() if isinstance(top, str) else "",
+    )
+
+
+def load_real_items(path: str | Path, attributes_path: str | Path | None = None
+                    ) -> list[CatalogItem]:
+    """Read upstream's ``items_shuffle*.json`` (a JSON array of scraped products).
+
+    Field handling follows upstream ``load_products``: records whose asin is ``'nan'`` or longer
+    than 10 characters, and repeated asins, are skipped; ``pricing`` "$a" → a, "$a - $b" → shown
+    "$a to $b" with hidden price a uniform draw in [a, b] seeded by the asin, missing → 100.0
+    (shown "$100.0"); option names are lower-cased and values stripped, lower-cased, '/' → ' | '.
+    Hidden attributes come from the record's ``Attributes``/``attributes`` or, if given, the
+    ``items_ins_v2*.json`` mapping at ``attributes_path`` (asin → {attributes: [...]}); none → ()
+    (the reward then uses upstream's ``DUMMY_ATTR``). Raises ``ValueError`` naming the file and
+    the record on malformed input.
+    """
+    path = Path(path)
+    try:
+        records = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON: {exc}") from exc
+    if not isinstance(records, list):
+        raise ValueError(f"{path}: expected a JSON array of products, got {type(records).__name__}")
+    attr_map: Mapping[str, Any] = {}
+    if attributes_path is not None:
+        try:
+            attr_map = json.loads(Path(attributes_path).read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{attributes_path}: not valid JSON: {exc}") from exc
+        if not isinstance(attr_map, dict):
+            raise ValueError(f"{attributes_path}: expected an object mapping asin to attributes")
+    items: list[CatalogItem] = []
+    seen: set[str] = set()
+    for n, record in enumerate(records):
+        try:
+            item = _real_item(record, attr_map)
+        except (ValueError, TypeError) as exc:
+            asin = record.get("asin") if isinstance(record, dict) else None
+            raise ValueError(f"{path}: bad product record #{n} (asin={asin!r}): {exc}") from exc
+        if item is None or item.asin in seen:
+            continue
+        seen.add(item.asin)
+        items.append(item)
+    return items
