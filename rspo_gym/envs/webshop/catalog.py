@@ -36,6 +36,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from .draws import below, between, choice, gauss, sample, sample_indices, stable_rng, weighted
 from .catalog_data import CATEGORIES, OPTION_POOLS, TYPES
 from .model import Product
 from .search import SearchIndex, search_text
@@ -66,60 +67,6 @@ _NON_NOUNS = frozenset({
     "ground", "hot", "smart", "standing", "accent", "athletic", "gaming", "computer", "winter",
     "leather", "pendant", "clip", "micro", "usb", "trail", "running", "walking", "yoga",
 })
-
-
-# ----------------------------------------------------------------------------- randomness
-
-
-def _rng(*parts: object) -> random.Random:
-    """A ``random.Random`` seeded from ``blake2b(repr(parts))``: process- and version-stable."""
-    digest = hashlib.blake2b(repr(parts).encode(), digest_size=16, person=b"rspo-webshop").digest()
-    return random.Random(int.from_bytes(digest, "big"))
-
-
-def _below(r: random.Random, n: int) -> int:
-    """Uniform int in ``[0, n)`` from one ``random()`` draw."""
-    return min(int(r.random() * n), n - 1)
-
-
-def _between(r: random.Random, lo: int, hi: int) -> int:
-    """Uniform int in ``[lo, hi]``."""
-    return lo + _below(r, hi - lo + 1)
-
-
-def _choice(r: random.Random, seq: Sequence[Any]) -> Any:
-    return seq[_below(r, len(seq))]
-
-
-def _sample_indices(r: random.Random, n: int, k: int) -> list[int]:
-    """``k`` distinct indices of ``range(n)`` in draw order (partial Fisher-Yates)."""
-    pool = list(range(n))
-    for j in range(k):
-        m = j + _below(r, n - j)
-        pool[j], pool[m] = pool[m], pool[j]
-    return pool[:k]
-
-
-def _sample(r: random.Random, seq: Sequence[Any], k: int, keep_order: bool = False) -> list[Any]:
-    idx = _sample_indices(r, len(seq), min(k, len(seq)))
-    if keep_order:
-        idx.sort()
-    return [seq[i] for i in idx]
-
-
-def _weighted(r: random.Random, weights: Sequence[float]) -> int:
-    x = r.random() * sum(weights)
-    for i, w in enumerate(weights):
-        x -= w
-        if x < 0:
-            return i
-    return len(weights) - 1
-
-
-def _gauss(r: random.Random) -> float:
-    """Standard normal by Box-Muller (``random.gauss``'s algorithm is not promised stable)."""
-    u1, u2 = r.random(), r.random()
-    return math.sqrt(-2.0 * math.log(1.0 - u1)) * math.cos(2.0 * math.pi * u2)
 
 
 # ----------------------------------------------------------------------------- asins
@@ -329,14 +276,14 @@ _CONSONANTS = "BCDFGHJKLMNPRSTVWXZ"
 
 
 def _model_code(r: random.Random) -> str:
-    kind = _below(r, 4)
+    kind = below(r, 4)
     if kind == 0:
-        return f"{_choice(r, _CONSONANTS)}{_choice(r, _CONSONANTS)}-{_between(r, 10, 999)}"
+        return f"{choice(r, _CONSONANTS)}{choice(r, _CONSONANTS)}-{between(r, 10, 999)}"
     if kind == 1:
-        return f"{_choice(r, ('Pro', 'Max', 'Plus', 'Lite', 'Classic', 'Elite'))} {_between(r, 2, 9)}"
+        return f"{choice(r, ('Pro', 'Max', 'Plus', 'Lite', 'Classic', 'Elite'))} {between(r, 2, 9)}"
     if kind == 2:
-        return f"{_choice(r, _CONSONANTS)}{_between(r, 100, 9999)}"
-    return f"Series {_between(r, 1, 12)}"
+        return f"{choice(r, _CONSONANTS)}{between(r, 100, 9999)}"
+    return f"Series {between(r, 1, 12)}"
 
 
 def _money(x: float) -> str:
@@ -346,7 +293,7 @@ def _money(x: float) -> str:
 def _price(r: random.Random, median: float) -> tuple[str, float, tuple[float, ...]]:
     """(shown text, hidden price, shown numbers): log-normal, ~27% ranges, ~2% unpriced."""
     u = r.random()
-    value = median * math.exp(0.6 * _gauss(r))
+    value = median * math.exp(0.6 * gauss(r))
     value = min(max(value, 1.0), 999.0)
     value = math.floor(value) + 0.99 if r.random() < 0.5 and value < 998 else round(value, 2)
     if u < 0.02:
@@ -380,8 +327,8 @@ class Catalog:
         self.num_products = num_products
         self.seed = seed
         self._types, self._categories = _taxonomy()
-        r = _rng(_VERSION, "types", seed)
-        self._type_perm = tuple(_sample_indices(r, len(self._types), len(self._types)))
+        r = stable_rng(b'rspo-webshop', _VERSION, "types", seed)
+        self._type_perm = tuple(sample_indices(r, len(self._types), len(self._types)))
         self._cache: OrderedDict[int, CatalogItem] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -479,17 +426,17 @@ class Catalog:
     def _make(self, i: int) -> CatalogItem:
         t = self._types[self.type_index_of(i)]
         cat = self._categories[t.category_top]
-        r = _rng(_VERSION, "item", self.seed, i)
-        brand = _choice(r, cat["brands"])
+        r = stable_rng(b'rspo-webshop', _VERSION, "item", self.seed, i)
+        brand = choice(r, cat["brands"])
         fillers = cat["fillers"]
 
         # hidden attributes: 1-4 type attributes + category vocabulary, 3-10 in all
-        k = _between(r, 3, 10)
-        n_type = _between(r, 1, min(k, len(t.attributes)))
-        attrs = _sample(r, t.attributes, n_type)
-        attrs += _sample(r, [a for a in cat["attrs"] if a not in attrs], k - n_type)
+        k = between(r, 3, 10)
+        n_type = between(r, 1, min(k, len(t.attributes)))
+        attrs = sample(r, t.attributes, n_type)
+        attrs += sample(r, [a for a in cat["attrs"] if a not in attrs], k - n_type)
         # where each is visible: 0 title, 1 features, 2 description, 3 nowhere (hidden only)
-        place = [_weighted(r, (0.15, 0.4, 0.3, 0.15)) for _ in attrs]
+        place = [weighted(r, (0.15, 0.4, 0.3, 0.15)) for _ in attrs]
         in_title = [a for a, p in zip(attrs, place) if p == 0][:2]
         place = [1 if p == 0 and a not in in_title else p for a, p in zip(attrs, place)]
         if all(p == 0 for p in place):
@@ -498,39 +445,39 @@ class Catalog:
         title = " ".join([brand, *(_title_case(a) for a in in_title), _title_case(t.query),
                           _model_code(r)])
         if r.random() < 0.3:  # Amazon-style keyword stuffing
-            title += " for " + " ".join(_title_case(f) for f in _sample(r, fillers, _between(r, 2, 8)))
+            title += " for " + " ".join(_title_case(f) for f in sample(r, fillers, between(r, 2, 8)))
 
         fmt = {"q": t.query, "b": brand}
         bullets = []
         for a in (a for a, p in zip(attrs, place) if p == 1):
-            bullets.append(_choice(r, _BULLET_TEMPLATES).format(
-                A=a.upper(), a=a, f=_choice(r, fillers), **fmt))
-        for g in _sample(r, _GENERIC_BULLETS, max(0, _between(r, 3, 5) - len(bullets))):
-            bullets.append(g.format(f=_choice(r, fillers), **fmt))
-        desc = [_choice(r, _DESC_OPENERS).format(f=_choice(r, fillers), **fmt)]
-        desc += [_choice(r, _DESC_ATTR).format(a=a) for a, p in zip(attrs, place) if p == 2]
-        desc.append(_choice(r, _DESC_CLOSERS).format(f=_choice(r, fillers), **fmt))
+            bullets.append(choice(r, _BULLET_TEMPLATES).format(
+                A=a.upper(), a=a, f=choice(r, fillers), **fmt))
+        for g in sample(r, _GENERIC_BULLETS, max(0, between(r, 3, 5) - len(bullets))):
+            bullets.append(g.format(f=choice(r, fillers), **fmt))
+        desc = [choice(r, _DESC_OPENERS).format(f=choice(r, fillers), **fmt)]
+        desc += [choice(r, _DESC_ATTR).format(a=a) for a, p in zip(attrs, place) if p == 2]
+        desc.append(choice(r, _DESC_CLOSERS).format(f=choice(r, fillers), **fmt))
         description = " ".join(s for s in desc if s)
 
         options: dict[str, tuple[str, ...]] = {}
         groups = t.option_groups
-        n_groups = _weighted(r, (0.1, 0.35, 0.4, 0.15)[: min(3, len(groups)) + 1])
-        for name, ordered, values in (groups[j] for j in sorted(_sample_indices(r, len(groups),
+        n_groups = weighted(r, (0.1, 0.35, 0.4, 0.15)[: min(3, len(groups)) + 1])
+        for name, ordered, values in (groups[j] for j in sorted(sample_indices(r, len(groups),
                                                                                  n_groups))):
             if name in options:
                 continue
-            count = _between(r, 2, min(8, len(values)))
+            count = between(r, 2, min(8, len(values)))
             if ordered:
-                start = _below(r, len(values) - count + 1)
+                start = below(r, len(values) - count + 1)
                 options[name] = values[start:start + count]
             else:
-                options[name] = tuple(_sample(r, values, count, keep_order=True))
+                options[name] = tuple(sample(r, values, count, keep_order=True))
 
         price_text, price, price_range = _price(r, t.price_median)
 
         reviews = tuple(
-            Review(score := _weighted(r, _REVIEW_WEIGHTS) + 1, _choice(r, _REVIEWS[score]))
-            for _ in range(_weighted(r, (0.25, 0.2, 0.2, 0.15, 0.1, 0.1)))
+            Review(score := weighted(r, _REVIEW_WEIGHTS) + 1, choice(r, _REVIEWS[score]))
+            for _ in range(weighted(r, (0.25, 0.2, 0.2, 0.15, 0.1, 0.1)))
         )
         rating = round(sum(rv.score for rv in reviews) / len(reviews), 1) if reviews else None
 
@@ -625,7 +572,7 @@ def _real_item(p: object, attr_map: Mapping[str, Any]) -> CatalogItem | None:
     else:
         a, b = pricing[:2]
         price_text, shown = f"${a} to ${b}", (a, b)
-        price = a + (b - a) * _rng(_VERSION, "real-price", asin).random()  # upstream: uniform(a, b)
+        price = a + (b - a) * stable_rng(b'rspo-webshop', _VERSION, "real-price", asin).random()  # upstream: uniform(a, b)
 
     options = _real_options(p.get("customization_options", p.get("options")))
 

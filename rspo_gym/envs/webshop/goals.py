@@ -45,6 +45,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, overload
 
+from .draws import below, choice, shuffled, stable_rng, weighted
 from .model import Goal, GoalOption
 from .reward import COLOR_SET, fuzzy_score, option_reward
 
@@ -67,40 +68,6 @@ _VERSION = "rspo_gym.webshop.goals.v1"
 _PRICE_CLAUSE_RE = re.compile(r", and price lower than \d+\.\d\d dollars$")
 
 
-# ----------------------------------------------------------------------------- randomness
-
-
-def _rng(*parts: object) -> random.Random:
-    """``random.Random`` seeded from ``blake2b(repr(parts))``: process- and version-stable."""
-    digest = hashlib.blake2b(repr(parts).encode(), digest_size=16, person=b"rspo-goals").digest()
-    return random.Random(int.from_bytes(digest, "big"))
-
-
-def _below(r: random.Random, n: int) -> int:
-    return min(int(r.random() * n), n - 1)
-
-
-def _choice(r: random.Random, seq: Sequence[Any]) -> Any:
-    return seq[_below(r, len(seq))]
-
-
-def _weighted(r: random.Random, weights: Sequence[float]) -> int:
-    x = r.random() * sum(weights)
-    for i, w in enumerate(weights):
-        x -= w
-        if x < 0:
-            return i
-    return len(weights) - 1
-
-
-def _shuffled(r: random.Random, seq: Sequence[Any]) -> list[Any]:
-    out = list(seq)
-    for j in range(len(out) - 1):
-        m = j + _below(r, len(out) - j)
-        out[j], out[m] = out[m], out[j]
-    return out
-
-
 # ----------------------------------------------------------------------------- price clause
 
 
@@ -114,12 +81,12 @@ def price_clause(price: float, rng: random.Random | int) -> tuple[float, str]:
     >>> price_clause(985.0, 0)
     (1000000, '')
     """
-    r = rng if isinstance(rng, random.Random) else _rng(_VERSION, "price", rng)
+    r = rng if isinstance(rng, random.Random) else stable_rng(b'rspo-goals', _VERSION, "price", rng)
     candidates = [p for p in PRICE_RANGE if p > price][:4]
     if len(candidates) < 2:
         return NO_PRICE_UPPER, ""
-    first = _below(r, len(candidates))
-    second = _below(r, len(candidates) - 1)
+    first = below(r, len(candidates))
+    second = below(r, len(candidates) - 1)
     if second >= first:
         second += 1
     upper = max(candidates[first], candidates[second])
@@ -256,17 +223,17 @@ def _option_mention(r: random.Random, name: str, value: str) -> str:
     text = _value_text(value)
     if name == "size":
         if _SELF_SIZED.search(value):
-            return _choice(r, ("{v}", "in {v}", "{v}", "in the {v}")).format(v=text)
+            return choice(r, ("{v}", "in {v}", "{v}", "in the {v}")).format(v=text)
         if value in ("twin", "twin xl", "full", "queen", "king", "california king"):
-            return _choice(r, ("{v} size", "in {v} size", "size {v}")).format(v=text)
+            return choice(r, ("{v} size", "in {v} size", "size {v}")).format(v=text)
     templates = _OPTION_TEMPLATES.get(name, _OPTION_DEFAULT)
-    return _choice(r, templates).format(v=text, n=name)
+    return choice(r, templates).format(v=text, n=name)
 
 
 def _join(r: random.Random, parts: Sequence[str], glue: tuple[str, ...] = (" and ", ", ")) -> str:
     if len(parts) <= 1:
         return "".join(parts)
-    sep = _choice(r, glue)
+    sep = choice(r, glue)
     if sep == ", " and len(parts) > 2:
         return ", ".join(parts[:-1]) + ", and " + parts[-1]
     if sep == ", ":
@@ -288,9 +255,9 @@ def _type_attributes(catalog: Any, index: int) -> frozenset[str]:
 def _pick_attributes(r: random.Random, attributes: Sequence[str], preferred: frozenset[str]
                      ) -> list[str]:
     """1-3 distinct attributes, type-specific first, no fuzzy near-duplicates, in draw order."""
-    n = 1 + _weighted(r, (0.5, 0.36, 0.14))
-    first = _shuffled(r, [a for a in attributes if a in preferred])
-    rest = _shuffled(r, [a for a in attributes if a not in preferred])
+    n = 1 + weighted(r, (0.5, 0.36, 0.14))
+    first = shuffled(r, [a for a in attributes if a in preferred])
+    rest = shuffled(r, [a for a in attributes if a not in preferred])
     chosen: list[str] = []
     for attr in first + rest:
         if len(chosen) == n:
@@ -303,7 +270,7 @@ def _pick_attributes(r: random.Random, attributes: Sequence[str], preferred: fro
 
 def _human_text(r: random.Random, query: str, category_top: str, attributes: Sequence[str],
                 options: Sequence[tuple[str, str]]) -> str:
-    opening, _, mode = _OPENINGS[_weighted(r, [w for _, w, _ in _OPENINGS])]
+    opening, _, mode = _OPENINGS[weighted(r, [w for _, w, _ in _OPENINGS])]
     plural = _is_plural(query)
     kinds = [(a, _attr_kind(a)) for a in attributes]
     pre = [a for a, k in kinds if k == "adj" and r.random() < 0.4][:2]
@@ -320,7 +287,7 @@ def _human_text(r: random.Random, query: str, category_top: str, attributes: Seq
             if plural and category_top == "fashion" and r.random() < 0.5:
                 det = "a pair of"
             else:
-                det = _choice(r, ("some", "some", "")) if mode == "a" else ""
+                det = choice(r, ("some", "some", "")) if mode == "a" else ""
         else:
             det = _article(noun)
     else:
@@ -330,21 +297,21 @@ def _human_text(r: random.Random, query: str, category_top: str, attributes: Seq
     clauses: list[str] = []
     if post_adj:
         verb = ("that are", "which are") if plural else ("that is", "which is", "thats", "that's")
-        clauses.append(f"{_choice(r, verb)} {_join(r, post_adj)}")
+        clauses.append(f"{choice(r, verb)} {_join(r, post_adj)}")
     if with_:
-        clauses.append(f"{_choice(r, ('with', 'with', 'that has', 'having'))} {_join(r, with_)}")
+        clauses.append(f"{choice(r, ('with', 'with', 'that has', 'having'))} {_join(r, with_)}")
     if for_:
-        clauses.append(f"{_choice(r, ('for', 'for', 'good for', 'suitable for'))} {_join(r, for_)}")
-    clauses = _shuffled(r, clauses) if len(clauses) > 1 and r.random() < 0.3 else clauses
+        clauses.append(f"{choice(r, ('for', 'for', 'good for', 'suitable for'))} {_join(r, for_)}")
+    clauses = shuffled(r, clauses) if len(clauses) > 1 and r.random() < 0.3 else clauses
     text = head
     for i, clause in enumerate(clauses):
         text += (" " if i == 0 or r.random() < 0.6 else " and ") + clause
     for i, (name, value) in enumerate(options):
         mention = _option_mention(r, name, value)
-        glue = " " if i == 0 else _choice(r, (" ", ", ", " and "))
+        glue = " " if i == 0 else choice(r, (" ", ", ", " and "))
         text += glue + mention
     if r.random() < 0.06:
-        text += " " + _choice(r, _TAILS)
+        text += " " + choice(r, _TAILS)
     return text
 
 
@@ -374,7 +341,7 @@ def make_goal(catalog: Any, index: int, rng_or_seed: random.Random | int = 0,
     if isinstance(rng_or_seed, random.Random):
         r = rng_or_seed
     elif isinstance(rng_or_seed, int) and not isinstance(rng_or_seed, bool):
-        r = _rng(_VERSION, "goal", getattr(catalog, "seed", 0), index, rng_or_seed, style)
+        r = stable_rng(b'rspo-goals', _VERSION, "goal", getattr(catalog, "seed", 0), index, rng_or_seed, style)
     else:
         raise TypeError(f"rng_or_seed must be a random.Random or an int, got {rng_or_seed!r}")
     item = catalog.item(index)
@@ -390,13 +357,13 @@ def make_goal(catalog: Any, index: int, rng_or_seed: random.Random | int = 0,
         # (and a group left with none is not asked for).
         groups = [(name, ok) for name, values in groups
                   if (ok := [v for v in values if option_reward([v], [(name, v)])[0] == 1])]
-        picked = sorted((name, _choice(r, values)) for name, values in groups)
+        picked = sorted((name, choice(r, values)) for name, values in groups)
         goal_options: tuple[GoalOption, ...] = tuple(picked)
         base = _synthetic_text(r, product.query, attributes)
         option_text = ", and ".join(f"{k}: {v}" for k, v in picked)
         base += " with " + option_text if option_text else ""
     else:
-        picked = [(name, _choice(r, values)) for name, values in groups if r.random() < 0.75]
+        picked = [(name, choice(r, values)) for name, values in groups if r.random() < 0.75]
         goal_options = tuple(value for _, value in picked)
         base = _human_text(r, product.query, getattr(item, "category_top", ""), attributes,
                            picked)
