@@ -5,13 +5,20 @@ from gymnasium.envs.registration import register, registry
 __all__ = ["register_envs"]
 
 ALFWORLD_ID = "rspo/ALFWorld-v0"
+WEBSHOP_ID = "rspo/WebShop-v0"
 
 
 def register_envs() -> None:
-    """Register ``rspo/ALFWorld-v0`` (idempotent, so re-imports and reloads are harmless)."""
+    """Register ``rspo/ALFWorld-v0`` and ``rspo/WebShop-v0`` (idempotent: re-imports are harmless)."""
     if ALFWORLD_ID not in registry:
         register(
             id=ALFWORLD_ID,
             entry_point="rspo_gym.envs.alfworld.env:AlfworldEnv",
             max_episode_steps=50,
+        )
+    if WEBSHOP_ID not in registry:
+        register(
+            id=WEBSHOP_ID,
+            entry_point="rspo_gym.envs.webshop.env:WebShopEnv",
+            max_episode_steps=15,
         )

@@ -20,7 +20,9 @@ class ProcessReward(gym.Wrapper):
     Adds ``info["process_reward"]`` (F_t; 0.0 on reset) and ``info["outcome_reward"]`` (the env's
     own reward) on every step. The returned reward stays the outcome reward unless
     ``mode="process"`` (F_t) or ``mode="sum"`` (outcome + F_t). With ``gamma=1`` the process
-    rewards of an episode sum to scale · (Φ(end) − Φ(start)). The potential comes from
+    rewards of an episode sum to scale · (Φ(end) − Φ(start)); envs that set
+    ``zero_terminal_potential = True`` (WebShop) get Φ(end) = 0 at termination and truncation, so
+    the process rewards of every episode sum to −scale · Φ(start). The potential comes from
     ``env.unwrapped.process_potential(name)``; each env documents its potentials and how they can
     disagree with the outcome (for ALFWorld: ``rspo_gym.envs.alfworld.process``).
 
@@ -67,7 +69,10 @@ class ProcessReward(gym.Wrapper):
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         obs, reward, terminated, truncated, info = self.env.step(action)
-        phi = self.env.unwrapped.process_potential(self.potential)
+        if (terminated or truncated) and getattr(self.env.unwrapped, "zero_terminal_potential", False):
+            phi = 0.0
+        else:
+            phi = self.env.unwrapped.process_potential(self.potential)
         process = self.scale * (self.gamma * phi - self._phi)
         self._phi = phi
         info["process_reward"] = process

@@ -1,0 +1,145 @@
+"""``rspo/WebShop-v0``: WebShop's text mode over a synthetic catalog, as a Gymnasium environment.
+
+Observations are upstream's text-mode pages (``[SEP]``-joined, see ``session.py``); actions are
+``search[query]`` (on the search page) and ``click[element]``. Reward is the purchase score at
+``Buy Now`` (upstream's formula, ``reward.py``); ``terminated`` on purchase; the registered env
+truncates at 15 steps (verl-agent's limit).
+
+``info`` on reset and step: ``admissible_actions`` (verl-agent's listing: the template
+``search[<your query>]`` where there is a search bar, then every ``click[...]``), ``task`` (the
+instruction), ``task_id``, ``task_type`` (``"webshop"``), ``won`` (score == 1), ``anchor`` (the raw
+observation); on step also ``valid``, ``score`` and, after a purchase, ``reward_parts``.
+
+One catalog and one search index per (``num_products``, ``catalog_seed``) are shared by every env
+of the process. ``split`` picks the canonical goals: ``test`` (first 500), ``valid`` (next
+1,000), ``train`` (the rest); ``reset(seed=s)`` draws a task of the split from the seed and
+``reset(options={"task_id": k})`` picks the k-th goal of the split. No worker seed ever changes
+which goals are in which split.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import gymnasium as gym
+
+from rspo_gym.envs.core import check_task_id, text_space
+from rspo_gym.envs.webshop.catalog import Catalog
+from rspo_gym.envs.webshop.goals import GoalSet, goals_for
+from rspo_gym.envs.webshop.search import index_for
+from rspo_gym.envs.webshop.session import Session
+
+__all__ = ["WebShopEnv", "shared_catalog"]
+
+MAX_TEXT_LENGTH = 16384
+@functools.cache
+def shared_catalog(num_products: int, seed: int, style: str = "human") -> tuple[Catalog, GoalSet]:
+    """The process-wide catalog and goal set for these settings, shared by reference by every env.
+
+    Like the search index (``search.py``), one per settings per process; both are small (products
+    and goals are generated on demand), so they are never evicted.
+    """
+    catalog = Catalog(num_products, seed)
+    return catalog, goals_for(catalog, style=style)
+
+
+class WebShopEnv(gym.Env[str, str]):
+    """Shop for the item an instruction describes, in WebShop's text pages.
+
+    >>> import gymnasium as gym, rspo_gym
+    >>> env = gym.make("rspo/WebShop-v0", num_products=200, split="test")
+    >>> obs, info = env.reset(options={"task_id": 0})
+    >>> obs.startswith("WebShop [SEP] Instruction: [SEP] ")
+    True
+    >>> obs, reward, terminated, truncated, info = env.step("click[buy now]")
+    >>> info["valid"], reward
+    (False, 0.0)
+    """
+
+    metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
+
+    def __init__(
+        self,
+        num_products: int = 1000,
+        split: str = "train",
+        catalog_seed: int = 0,
+        goal_style: str = "human",
+        render_mode: str | None = None,
+    ) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"Unknown render_mode {render_mode!r}; expected one of {self.metadata['render_modes']}")
+        self.catalog, self.goals = shared_catalog(num_products, catalog_seed, goal_style)
+        self.split = split
+        self.task_ids = self.goals.split(split)  # validates the split name
+        if len(self.task_ids) == 0:
+            raise ValueError(f"Split {split!r} has no goals with {num_products} products; use a larger catalog")
+        self.index = index_for(
+            ("webshop", num_products, catalog_seed), lambda: (self.catalog.search_document(i) for i in range(len(self.catalog)))
+        )
+        self.render_mode = render_mode
+        self.observation_space = text_space(MAX_TEXT_LENGTH)
+        self.action_space = text_space(MAX_TEXT_LENGTH)
+        self.session: Session | None = None
+        self.task_id = 0
+
+    # Process rewards: the wrapper zeroes the potential at truncation too (issue 3: viewing good
+    # items without buying must earn nothing in total).
+    zero_terminal_potential = True
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
+        super().reset(seed=seed)
+        options = options or {}
+        if "task_id" in options:
+            task_id = check_task_id(options["task_id"], len(self.task_ids))
+        else:
+            task_id = int(self.np_random.integers(len(self.task_ids)))
+        goal = self.goals[self.task_ids[task_id]]
+        self.task_id = task_id
+        self.session = Session(self.catalog, self.index, goal)
+        obs = self.session.observation()
+        return obs, self._info(obs)
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        if self.session is None:
+            raise gym.error.ResetNeeded("Call reset() before step().")
+        result = self.session.step(action)
+        obs = self.session.observation()
+        info = self._info(obs)
+        info["valid"] = result.valid
+        reward = float(result.reward)
+        info["score"] = reward
+        if result.purchase is not None:
+            info["reward_parts"] = result.purchase.parts.as_dict()
+            info["won"] = result.purchase.score == 1.0
+        if self.render_mode == "human":
+            print(obs)
+        return obs, reward, result.done, False, info
+
+    def render(self) -> str | None:
+        text = self.session.observation() if self.session is not None else ""
+        if self.render_mode == "ansi":
+            return text
+        if self.render_mode == "human":
+            print(text)
+        return None
+
+    def process_potential(self, name: str = "score") -> float:
+        """Φ = the score ``Buy Now`` would give now (current item, selected options); 0 once done."""
+        if name != "score":
+            raise ValueError(f"Unknown WebShop potential {name!r}; expected 'score'")
+        if self.session is None or self.session.done:
+            return 0.0
+        return self.session.current_item_score()
+
+    def _info(self, obs: str) -> dict[str, Any]:
+        session = self.session
+        purchase = session.purchase
+        return {
+            "admissible_actions": session.prompt_actions(),
+            "task": session.goal.instruction_text,
+            "task_id": self.task_id,
+            "task_type": "webshop",
+            "won": purchase is not None and purchase.score == 1.0,
+            "anchor": obs,
+        }
