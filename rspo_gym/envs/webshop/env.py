@@ -15,6 +15,9 @@ of the process. ``split`` picks the canonical goals: ``test`` (first 500), ``val
 1,000), ``train`` (the rest); ``reset(seed=s)`` draws a task of the split from the seed and
 ``reset(options={"task_id": k})`` picks the k-th goal of the split. No worker seed ever changes
 which goals are in which split.
+
+Experts: :meth:`WebShopEnv.expert_action` gives the next action of a page-reading scripted shopper
+(``expert.py``; one per episode, reset on ``reset``; it never reads the hidden goal).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import gymnasium as gym
 
 from rspo_gym.envs.core import check_task_id, text_space
 from rspo_gym.envs.webshop.catalog import Catalog
+from rspo_gym.envs.webshop.expert import ScriptedShopper
 from rspo_gym.envs.webshop.goals import GoalSet, goals_for
 from rspo_gym.envs.webshop.search import index_for
 from rspo_gym.envs.webshop.session import Session
@@ -82,6 +86,7 @@ class WebShopEnv(gym.Env[str, str]):
         self.action_space = text_space(MAX_TEXT_LENGTH)
         self.session: Session | None = None
         self.task_id = 0
+        self._expert: ScriptedShopper | None = None
 
     # Process rewards: the wrapper zeroes the potential at truncation too (issue 3: viewing good
     # items without buying must earn nothing in total).
@@ -97,6 +102,7 @@ class WebShopEnv(gym.Env[str, str]):
         goal = self.goals[self.task_ids[task_id]]
         self.task_id = task_id
         self.session = Session(self.catalog, self.index, goal)
+        self._expert = None
         obs = self.session.observation()
         return obs, self._info(obs)
 
@@ -115,6 +121,15 @@ class WebShopEnv(gym.Env[str, str]):
         if self.render_mode == "human":
             print(obs)
         return obs, reward, result.done, False, info
+
+    def expert_action(self) -> str:
+        """The scripted shopper's next action for the current page (``expert.py``); it sees only
+        the page text, the available actions and the instruction."""
+        if self.session is None:
+            raise gym.error.ResetNeeded("Call reset() before expert_action().")
+        if self._expert is None:
+            self._expert = ScriptedShopper(self.session.goal.instruction_text)
+        return self._expert.act(self.session.observation(), self.session.available_actions())
 
     def render(self) -> str | None:
         text = self.session.observation() if self.session is not None else ""
