@@ -46,7 +46,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, overload
 
 from .draws import below, choice, shuffled, stable_rng, weighted
-from .model import Goal, GoalOption
+from .model import Goal, GoalOption, Product
 from .reward import COLOR_SET, fuzzy_score, option_reward
 
 __all__ = [
@@ -252,6 +252,18 @@ def _type_attributes(catalog: Any, index: int) -> frozenset[str]:
     return frozenset(types[type_index_of(index)].attributes)
 
 
+def _visible_attributes(product: Product) -> tuple[str, ...]:
+    """The product's attributes that its pages show (title, features or description).
+
+    WebShop's instruction attributes were mined from the product's own text, so a shopper can
+    check them on the item page or its sub-pages; attributes the catalog keeps only in the hidden
+    ``Attributes`` list are asked for only when no visible one exists.
+    """
+    text = " ".join((product.name, *product.bullet_points, product.description)).lower()
+    visible = tuple(a for a in product.attributes if a.lower() in text)
+    return visible or product.attributes
+
+
 def _pick_attributes(r: random.Random, attributes: Sequence[str], preferred: frozenset[str]
                      ) -> list[str]:
     """1-3 distinct attributes, type-specific first, no fuzzy near-duplicates, in draw order."""
@@ -348,7 +360,7 @@ def make_goal(catalog: Any, index: int, rng_or_seed: random.Random | int = 0,
     product = item.product
     if not product.attributes:
         raise ValueError(f"item {index} has no attributes; upstream skips such goals")
-    attributes = _pick_attributes(r, product.attributes, _type_attributes(catalog, index))
+    attributes = _pick_attributes(r, _visible_attributes(product), _type_attributes(catalog, index))
     groups = [(name, values) for name, values in item.options.items() if values]
 
     if style == "synthetic":
