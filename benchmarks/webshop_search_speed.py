@@ -16,14 +16,14 @@ Prints a table and writes JSON (``--out``, default ``results/benchmarks/webshop_
 from __future__ import annotations
 
 import argparse
-import json
 import platform
-import resource
 import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+
+from common import load_instructions, peak_rss_mb, write_json  # benchmarks/common.py (the script folder is on sys.path)
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -34,18 +34,6 @@ import numpy as np  # noqa: E402
 from rspo_gym.envs.webshop.search import SearchIndex, search_text  # noqa: E402
 
 DEFAULT_GOALS = ROOT.parent / "shared" / "data" / "webshop" / "human_goals.json"
-
-
-def peak_rss_mb() -> float:
-    """Process peak resident set size in MB (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def load_goals(path: Path) -> list[str] | None:
-    if not path.is_file():
-        return None
-    goals = json.loads(path.read_text(encoding="utf-8"))
-    return [g for g in goals if isinstance(g, str) and g.strip()]
 
 
 def vocabulary(goals: list[str] | None, rng: np.random.Generator) -> tuple[list[str], np.ndarray]:
@@ -144,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--sizes, --queries and --k must be positive")
 
     rng = np.random.default_rng(args.seed)
-    goals = load_goals(args.goals)
+    goals = load_instructions(args.goals)
     words, probs = vocabulary(goals, rng)
     if goals:
         picks = rng.choice(len(goals), size=min(args.queries, len(goals)), replace=False)
@@ -172,9 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         "base_peak_rss_mb": round(base_rss, 1),
         "results": rows,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}")
+    write_json(args.out, result)
     return 0
 
 

@@ -35,14 +35,14 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import gc
-import json
 import os
 import platform
 import random
-import resource
 import sys
 import time
 from pathlib import Path
+
+from common import load_instructions, peak_rss_mb, write_json  # benchmarks/common.py (the script folder is on sys.path)
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -82,16 +82,9 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * PAGE_SIZE / 2**20
 
 
-def peak_rss_mb() -> float:
-    """Process peak resident set size in MB (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def load_queries(path: Path) -> list[str] | None:
-    if not path.is_file():
-        return None
-    goals = json.loads(path.read_text(encoding="utf-8"))
-    return [g for g in goals if isinstance(g, str) and usable_query(g)]
+    instructions = load_instructions(path)
+    return None if instructions is None else [g for g in instructions if usable_query(g)]
 
 
 def usable_query(q: str) -> bool:
@@ -370,9 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         "ratios_upstream_over_ours": ratios,
         "estimates": estimates,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}")
+    write_json(args.out, result)
     return 0
 
 
