@@ -5,7 +5,10 @@ from pathlib import Path
 from setuptools import find_packages, setup
 
 EXTRAS = {
-    "test": ["pytest>=7"],
+    # playwright drives the system's Chromium in the web UI's browser test (no browser download).
+    "test": ["pytest>=7", "playwright>=1.40"],
+    # The web UI for people (``rspo-gym webshop serve``).
+    "web": ["flask>=3"],
     # The original engine, for cross-checks and as an optional backend. Fast-Downward compiles
     # from source (about 2 minutes, needs g++ and cmake).
     "textworld": ["textworld[pddl]==1.7.0", "alfworld==0.4.2"],

@@ -97,6 +97,20 @@ class StepResult:
 _INVALID = StepResult(valid=False, done=False)
 
 
+@dataclass(frozen=True)
+class PageView:
+    """The current page as data: results window, viewed item, sub-page and its content."""
+
+    page: Page
+    page_no: int
+    total_results: int
+    hits: tuple[int, ...]
+    item: int | None
+    sub: str | None
+    sub_buttons: tuple[str, ...]
+    sub_content: tuple[str, ...]
+
+
 @dataclass
 class _State:
     page: Page = Page.SEARCH
@@ -208,17 +222,36 @@ class Session:
             out += (it.title, f"Price: {it.price_text}", f"Rating: {rating}", *self._sub_buttons,
                     BUY_NOW)
             return out
-        if s.sub == "Description":
-            out.append(it.description)
-        elif s.sub == "Features":
-            out += it.features
-        elif s.sub == "Reviews":
-            if self.show_reviews:
-                for rv in it.reviews:
-                    out += (str(rv.score), rv.body)
-        else:  # Attributes: upstream shows Attributes, category, query, product_category
-            out += (*it.product.attributes, it.category_top, it.product.query, it.product.category)
-        return out
+        return out + self._sub_content(it)
+
+    def _sub_content(self, it: Any) -> list[str]:
+        """The content of the current sub-page of item ``it``."""
+        sub = self._s.sub
+        if sub == "Description":
+            return [it.description]
+        if sub == "Features":
+            return list(it.features)
+        if sub == "Reviews":
+            return [t for rv in it.reviews for t in (str(rv.score), rv.body)] if self.show_reviews else []
+        # Attributes: upstream shows Attributes, category, query, product_category
+        return [*it.product.attributes, it.category_top, it.product.query, it.product.category]
+
+    def view(self) -> PageView:
+        """What the current page shows, for renderers other than the text mode (the web UI)."""
+        s = self._s
+        content: tuple[str, ...] = ()
+        if s.page is Page.SUB:
+            content = tuple(t for t in (str(p).strip() for p in self._sub_content(self.catalog.item(s.item))) if t)
+        return PageView(
+            page=s.page,
+            page_no=s.page_no,
+            total_results=len(s.hits),
+            hits=self._page_hits() if s.page is Page.RESULTS else (),
+            item=self.current_item,
+            sub=s.sub if s.page is Page.SUB else None,
+            sub_buttons=tuple(self._sub_buttons),
+            sub_content=content,
+        )
 
     def _page_hits(self) -> tuple[int, ...]:
         start = (self._s.page_no - 1) * PRODUCT_WINDOW
