@@ -132,3 +132,33 @@ def test_make_vec_shares_one_catalog():
     assert envs.envs[0].unwrapped.catalog is envs.envs[1].unwrapped.catalog
     assert envs.envs[0].unwrapped.index is envs.envs[1].unwrapped.index
     envs.close()
+
+
+def test_hundred_thousand_random_and_malformed_actions():
+    """Valid clicks and searches mixed with malformed actions: nothing raises, invalid ones are no-ops."""
+    env = gym.make(ENV_ID, **SMALL).unwrapped  # no step limit: long random episodes
+    rng = random.Random(7)
+    junk = ["", " ", "search[", "click[", "search[]", "click[]", "search[<q> shoes]", "search[<r>]",
+            "click[Buy Now]", "CLICK[buy now]", "click[buy now]x", "search[a]b", "ж" * 50, "\x00", "x" * 5000,
+            "search[" + "y" * 600 + "]", "click[next >", "click[[next >]]"]
+    queries = ["red shoes", "organic tea", "usb c charger", "wooden desk", "face cream", "pack of 2"]
+    steps = invalid = 0
+    obs, info = env.reset(seed=0)
+    while steps < 100_000:
+        if env.session.done or rng.random() < 0.002:
+            obs, info = env.reset(seed=steps)
+        roll = rng.random()
+        if roll < 0.35:
+            action = rng.choice(junk)
+        elif info["admissible_actions"][:1] == ["search[<your query>]"]:
+            action = f"search[{rng.choice(queries)}]"
+        else:
+            action = rng.choice(info["admissible_actions"])
+        before = env.session.state_key()
+        new_obs, reward, terminated, truncated, info = env.step(action)
+        if not info["valid"]:
+            assert new_obs == obs and reward == 0.0 and env.session.state_key() == before
+            invalid += 1
+        obs = new_obs
+        steps += 1
+    assert invalid > 30_000
