@@ -28,7 +28,7 @@ import math
 import random
 import re
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -273,6 +273,14 @@ _REVIEWS = {
 }
 _REVIEW_WEIGHTS = (0.06, 0.07, 0.12, 0.3, 0.45)  # 1..5 stars
 _CONSONANTS = "BCDFGHJKLMNPRSTVWXZ"
+_PLACE_WEIGHTS = (0.15, 0.4, 0.3, 0.15)
+#: ``(0.1, 0.35, 0.4, 0.15)[:g + 1]`` for the number ``g`` of option groups a type offers (max 3)
+_GROUP_WEIGHTS = tuple((0.1, 0.35, 0.4, 0.15)[: g + 1] for g in range(4))
+
+
+@functools.lru_cache(maxsize=None)
+def _title_query(query: str) -> str:
+    return _title_case(query)
 
 
 def _model_code(r: random.Random) -> str:
@@ -308,6 +316,66 @@ def _price(r: random.Random, median: float) -> tuple[str, float, tuple[float, ..
 
 # ----------------------------------------------------------------------------- catalog
 
+#: Catalog size from which a sequential scan of search documents uses worker processes.
+_PARALLEL_MIN = 200_000
+_WORKERS = 2
+_CHUNK = 10_000
+_AHEAD = 6
+
+
+def _docs_chunk(num_products: int, seed: int, start: int, stop: int) -> list[str]:
+    cat = Catalog(num_products, seed)
+    return [cat._search_document(i) for i in range(start, stop)]
+
+
+class _Prefetch:
+    """Search documents ``0, 1, 2, ...`` of a catalog, computed ahead in chunks by a process pool
+    and handed out in index order."""
+
+    def __init__(self, num_products: int, seed: int) -> None:
+        import concurrent.futures
+        import multiprocessing
+
+        self._n = num_products
+        self._seed = seed
+        ctx = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() \
+            else None
+        self._pool = concurrent.futures.ProcessPoolExecutor(_WORKERS, mp_context=ctx)
+        self._futures: deque = deque()
+        self._submitted = 0
+        self._buf: list[str] = []
+        self._base = 0  # index of self._buf[0]
+        self._pos = 0  # next index expected
+        self.done = False
+        for _ in range(_AHEAD):
+            self._submit()
+
+    def _submit(self) -> None:
+        if self._submitted < self._n:
+            stop = min(self._submitted + _CHUNK, self._n)
+            self._futures.append(self._pool.submit(_docs_chunk, self._n, self._seed,
+                                                   self._submitted, stop))
+            self._submitted = stop
+
+    def get(self, i: int) -> str | None:
+        if i != self._pos:
+            return None
+        if i - self._base >= len(self._buf):
+            if not self._futures:
+                return None
+            self._base += len(self._buf)
+            self._buf = self._futures.popleft().result()
+            self._submit()
+        doc = self._buf[i - self._base]
+        self._pos = i + 1
+        self.done = self._pos >= self._n
+        return doc
+
+    def close(self) -> None:
+        for f in self._futures:
+            f.cancel()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
 
 class Catalog:
     """A seeded synthetic catalog of ``num_products`` items, each generated on demand.
@@ -331,6 +399,8 @@ class Catalog:
         self._type_perm = tuple(sample_indices(r, len(self._types), len(self._types)))
         self._cache: OrderedDict[int, CatalogItem] = OrderedDict()
         self._lock = threading.Lock()
+        self._pf: _Prefetch | None = None
+        self._pf_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"Catalog(num_products={self.num_products}, seed={self.seed})"
@@ -409,11 +479,38 @@ class Catalog:
         return True
 
     def search_document(self, i: int) -> str:
-        return self.item(i).search_document()
+        """Item ``i``'s :meth:`CatalogItem.search_document` (built without the whole item).
+
+        For catalogs of :data:`_PARALLEL_MIN` products or more, a scan ``0, 1, 2, ...`` (as
+        indexing does) is served by :data:`_WORKERS` worker processes generating chunks ahead, in
+        order; documents are pure functions of ``(seed, i)``, so the text is the same."""
+        self._check_index(i)
+        with self._lock:
+            hit = self._cache.get(i)
+        if hit is not None:
+            return hit.search_document()
+        if self.num_products >= _PARALLEL_MIN:
+            doc = self._prefetched(i)
+            if doc is not None:
+                return doc
+        return self._search_document(i)
+
+    def _prefetched(self, i: int) -> str | None:
+        with self._pf_lock:
+            pf = self._pf
+            if pf is None:
+                if i != 0:
+                    return None
+                pf = self._pf = _Prefetch(self.num_products, self.seed)
+            doc = pf.get(i)
+            if doc is None or pf.done:
+                pf.close()
+                self._pf = None
+            return doc
 
     def build_search_index(self) -> SearchIndex:
         """A BM25 index whose document ``i`` is :meth:`search_document` of item ``i``."""
-        return SearchIndex.build(self._make(i).search_document() for i in range(self.num_products))
+        return SearchIndex.build(self._search_document(i) for i in range(self.num_products))
 
     # ------------------------------------------------------------------ generation
 
@@ -423,12 +520,24 @@ class Catalog:
         if not 0 <= i < self.num_products:
             raise IndexError(f"item index {i} out of range [0, {self.num_products})")
 
-    def _make(self, i: int) -> CatalogItem:
-        t = self._types[self.type_index_of(i)]
+    def _core(self, i: int) -> tuple[ProductType, random.Random, str, list[str], list[str], str,
+                                     dict[str, tuple[str, ...]]]:
+        """The draws every view of item ``i`` shares, in stream order: brand, attributes, title,
+        bullets, description, options. Returns ``(type, rng, title, attrs, bullets, description,
+        options)`` with ``rng`` positioned for the price and review draws of :meth:`_make`."""
+        types = self._types
+        n = len(types)
+        block, pos = divmod(i, n)
+        t = types[self._type_perm[(pos + 7 * block) % n]]
         cat = self._categories[t.category_top]
         r = stable_rng(b'rspo-webshop', _VERSION, "item", self.seed, i)
-        brand = choice(r, cat["brands"])
+        rand = r.random
+        brands = cat["brands"]
+        m = len(brands)
+        x = int(rand() * m)
+        brand = brands[x if x < m else m - 1]
         fillers = cat["fillers"]
+        nf = len(fillers)
 
         # hidden attributes: 1-4 type attributes + category vocabulary, 3-10 in all
         k = between(r, 3, 10)
@@ -436,32 +545,40 @@ class Catalog:
         attrs = sample(r, t.attributes, n_type)
         attrs += sample(r, [a for a in cat["attrs"] if a not in attrs], k - n_type)
         # where each is visible: 0 title, 1 features, 2 description, 3 nowhere (hidden only)
-        place = [weighted(r, (0.15, 0.4, 0.3, 0.15)) for _ in attrs]
+        place = [weighted(r, _PLACE_WEIGHTS) for _ in attrs]
         in_title = [a for a, p in zip(attrs, place) if p == 0][:2]
         place = [1 if p == 0 and a not in in_title else p for a, p in zip(attrs, place)]
         if all(p == 0 for p in place):
             place[-1] = 2  # at least one attribute shown only on a sub-page
 
-        title = " ".join([brand, *(_title_case(a) for a in in_title), _title_case(t.query),
+        title = " ".join([brand, *(_title_case(a) for a in in_title), _title_query(t.query),
                           _model_code(r)])
-        if r.random() < 0.3:  # Amazon-style keyword stuffing
+        if rand() < 0.3:  # Amazon-style keyword stuffing
             title += " for " + " ".join(_title_case(f) for f in sample(r, fillers, between(r, 2, 8)))
 
-        fmt = {"q": t.query, "b": brand}
+        q = t.query
         bullets = []
-        for a in (a for a, p in zip(attrs, place) if p == 1):
-            bullets.append(choice(r, _BULLET_TEMPLATES).format(
-                A=a.upper(), a=a, f=choice(r, fillers), **fmt))
+        for a in [a for a, p in zip(attrs, place) if p == 1]:
+            x = int(rand() * 5)
+            tmpl = _BULLET_TEMPLATES[x if x < 5 else 4]
+            x = int(rand() * nf)
+            bullets.append(tmpl.format(A=a.upper(), a=a, f=fillers[x if x < nf else nf - 1],
+                                       q=q, b=brand))
         for g in sample(r, _GENERIC_BULLETS, max(0, between(r, 3, 5) - len(bullets))):
-            bullets.append(g.format(f=choice(r, fillers), **fmt))
-        desc = [choice(r, _DESC_OPENERS).format(f=choice(r, fillers), **fmt)]
+            x = int(rand() * nf)
+            bullets.append(g.format(f=fillers[x if x < nf else nf - 1], q=q, b=brand))
+        opener = choice(r, _DESC_OPENERS)
+        x = int(rand() * nf)
+        desc = [opener.format(f=fillers[x if x < nf else nf - 1], q=q, b=brand)]
         desc += [choice(r, _DESC_ATTR).format(a=a) for a, p in zip(attrs, place) if p == 2]
-        desc.append(choice(r, _DESC_CLOSERS).format(f=choice(r, fillers), **fmt))
+        closer = choice(r, _DESC_CLOSERS)
+        x = int(rand() * nf)
+        desc.append(closer.format(f=fillers[x if x < nf else nf - 1], q=q, b=brand))
         description = " ".join(s for s in desc if s)
 
         options: dict[str, tuple[str, ...]] = {}
         groups = t.option_groups
-        n_groups = weighted(r, (0.1, 0.35, 0.4, 0.15)[: min(3, len(groups)) + 1])
+        n_groups = weighted(r, _GROUP_WEIGHTS[min(3, len(groups))])
         for name, ordered, values in (groups[j] for j in sorted(sample_indices(r, len(groups),
                                                                                  n_groups))):
             if name in options:
@@ -472,7 +589,17 @@ class Catalog:
                 options[name] = values[start:start + count]
             else:
                 options[name] = tuple(sample(r, values, count, keep_order=True))
+        return t, r, title, attrs, bullets, description, options
 
+    def _search_document(self, i: int) -> str:
+        """:meth:`CatalogItem.search_document` of item ``i`` without building the item: the same
+        draws as :meth:`_make` up to the options (price, reviews and the ASIN come after them in
+        the stream, or need none, so skipping them changes nothing before)."""
+        _, _, title, _, bullets, description, options = self._core(i)
+        return search_text(title, description, bullets, options)
+
+    def _make(self, i: int) -> CatalogItem:
+        t, r, title, attrs, bullets, description, options = self._core(i)
         price_text, price, price_range = _price(r, t.price_median)
 
         reviews = tuple(

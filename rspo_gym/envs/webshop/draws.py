@@ -26,7 +26,8 @@ def stable_rng(domain: bytes, *parts: object) -> random.Random:
 
 def below(r: random.Random, n: int) -> int:
     """Uniform int in ``[0, n)`` from one ``random()`` draw."""
-    return min(int(r.random() * n), n - 1)
+    x = int(r.random() * n)
+    return x if x < n else n - 1  # == min(x, n - 1) for ints
 
 
 def between(r: random.Random, lo: int, hi: int) -> int:
@@ -35,14 +36,19 @@ def between(r: random.Random, lo: int, hi: int) -> int:
 
 
 def choice(r: random.Random, seq: Sequence[Any]) -> Any:
-    return seq[below(r, len(seq))]
+    n = len(seq)
+    x = int(r.random() * n)
+    return seq[x if x < n else n - 1]
 
 
 def sample_indices(r: random.Random, n: int, k: int) -> list[int]:
     """``k`` distinct indices of ``range(n)`` in draw order (partial Fisher-Yates)."""
     pool = list(range(n))
+    rand = r.random
     for j in range(k):
-        m = j + below(r, n - j)
+        w = n - j
+        x = int(rand() * w)
+        m = j + (x if x < w else w - 1)
         pool[j], pool[m] = pool[m], pool[j]
     return pool[:k]
 
@@ -57,18 +63,24 @@ def sample(r: random.Random, seq: Sequence[Any], k: int, keep_order: bool = Fals
 def weighted(r: random.Random, weights: Sequence[float]) -> int:
     """An index drawn with probability proportional to ``weights``."""
     x = r.random() * sum(weights)
-    for i, w in enumerate(weights):
+    i = 0
+    for w in weights:
         x -= w
         if x < 0:
             return i
+        i += 1
     return len(weights) - 1
 
 
 def shuffled(r: random.Random, seq: Sequence[Any]) -> list[Any]:
     """A shuffled copy (Fisher-Yates over ``random()`` draws)."""
     out = list(seq)
-    for j in range(len(out) - 1):
-        m = j + below(r, len(out) - j)
+    n = len(out)
+    rand = r.random
+    for j in range(n - 1):
+        w = n - j
+        x = int(rand() * w)
+        m = j + (x if x < w else w - 1)
         out[j], out[m] = out[m], out[j]
     return out
 

@@ -104,17 +104,22 @@ class _Analyzer:
 
     def __init__(self) -> None:
         self._stemmer = Stemmer.Stemmer(_STEMMER_NAME)
-        self._stems: dict[str, str] = {}
+        # word -> stem, and stop word -> None, so one lookup per token does both
+        self._stems: dict[str, str | None] = dict.fromkeys(_STOPWORDS)
 
     def __call__(self, text: str) -> list[str]:
-        words = [w for w in _TOKEN_RE.findall(text.lower()) if w not in _STOPWORDS]
+        words = _TOKEN_RE.findall(text.lower())
         stems = self._stems
+        try:
+            return [s for s in map(stems.__getitem__, words) if s is not None]
+        except KeyError:
+            pass
+        if len(stems) > 1_000_000:  # bound the memo for adversarial query streams
+            stems.clear()
+            stems.update(dict.fromkeys(_STOPWORDS))
         missing = [w for w in set(words) if w not in stems]
-        if missing:
-            if len(stems) > 1_000_000:  # bound the memo for adversarial query streams
-                stems.clear()
-            stems.update(zip(missing, self._stemmer.stemWords(missing)))
-        return [stems[w] for w in words]
+        stems.update(zip(missing, self._stemmer.stemWords(missing)))
+        return [s for s in map(stems.__getitem__, words) if s is not None]
 
 
 def _check_param(name: str, value: float) -> float:
@@ -153,17 +158,17 @@ class SearchIndex:
             raise ValueError(f"b must be in [0, 1], got {b}")
         if isinstance(docs, str):
             raise TypeError("docs must be a sequence of strings, not a single string")
-        docs = list(docs)
-        if not docs:
-            raise ValueError("docs must contain at least one document")
+        analyze = _Analyzer()
+        corpus_tokens = []  # analyzed as they arrive, so a lazy producer overlaps with us
         for i, doc in enumerate(docs):
             if not isinstance(doc, str):
                 raise TypeError(f"docs[{i}] must be a str, got {type(doc).__name__}")
-        analyze = _Analyzer()
-        corpus_tokens = [analyze(doc) for doc in docs]
+            corpus_tokens.append(analyze(doc))
+        if not corpus_tokens:
+            raise ValueError("docs must contain at least one document")
         model = bm25s.BM25(k1=k1, b=b, method="lucene")
         model.index(corpus_tokens, show_progress=False)
-        index = cls(model, len(docs), k1, b)
+        index = cls(model, len(corpus_tokens), k1, b)
         index._analyze = analyze  # reuse the warm stem memo
         return index
 
