@@ -239,31 +239,22 @@ def test_hidden_prefixes_refused(sess, q):
 
 def _sessions_on_every_page(catalog, index, goal, target):
     it = catalog.item(target)
-    out = {}
-    out["search"] = Session(catalog, index, goal)
-    s = Session(catalog, index, goal)
-    s.step(f"search[{it.title}]")
-    out["results"] = s
-    s = Session(catalog, index, goal)
-    s.step(f"search[{it.title}]")
-    s.step("click[next >]")
-    out["results2"] = s
-    s = Session(catalog, index, goal)
-    s.step(f"search[{it.title}]")
-    s.step(f"click[{it.asin}]")
-    s.step(f"click[{next(iter(it.options.values()))[0]}]")
-    out["item"] = s
-    s = Session(catalog, index, goal)
-    s.step(f"search[{it.title}]")
-    s.step(f"click[{it.asin}]")
-    s.step("click[reviews]")
-    out["sub"] = s
-    s = Session(catalog, index, goal)
-    s.step(f"search[{it.title}]")
-    s.step(f"click[{it.asin}]")
-    s.step("click[buy now]")
-    out["done"] = s
-    return out
+
+    def after(*actions: str) -> Session:
+        session = Session(catalog, index, goal)
+        for action in actions:
+            session.step(action)
+        return session
+
+    search, item = f"search[{it.title}]", f"click[{it.asin}]"
+    return {
+        "search": after(),
+        "results": after(search),
+        "results2": after(search, "click[next >]"),
+        "item": after(search, item, f"click[{next(iter(it.options.values()))[0]}]"),
+        "sub": after(search, item, "click[reviews]"),
+        "done": after(search, item, "click[buy now]"),
+    }
 
 
 def _random_invalid(rng: random.Random, sess: Session) -> str | None:
