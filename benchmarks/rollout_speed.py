@@ -11,8 +11,13 @@ dominates, as with ``<think>`` replies). Reported: wall time, env steps/s, gener
 and the batched / sequential ratios of wall time and of generated tokens/s (sampled replies differ
 in length between the two runs, so the tokens/s ratio is the fairer one). Sequential runs are skipped above ``--sequential-max``
 (extrapolated from the per-env time of the largest measured size when asked for the ratio).
+``--backend vllm`` generates with ``VLLMBackend`` (the ``[vllm]`` extra; free replies only, since
+vLLM cannot constrain to the admissible actions); one engine serves both the batched and the
+one-env-at-a-time runs, so its start-up time is in neither, and runs without prefix caching,
+which would let the one-env-at-a-time run reuse the batched run's identical first prompts.
 
     python benchmarks/rollout_speed.py --models tiny smollm2-135m --batches 1 8 32
+    python benchmarks/rollout_speed.py --backend vllm --modes free --batches 8 32
 
 Writes JSON (``--out``, default ``results/benchmarks/rollout_speed.json``) and prints a table.
 """
@@ -49,9 +54,19 @@ def _run(policy, env_id: str, task_ids: list[int], turns: int, seed: int, mode: 
     return elapsed, len(rollout.rows), sum(len(r.response_ids) for r in rollout.rows)
 
 
-def measure(model_name: str, mode: str, batches: list[int], turns: int, sequential_max: int, env_id: str, max_new_tokens: int) -> list[dict]:
+def _policy(model_name: str, backend: str) -> LLMPolicy:
     model, tokenizer = load_model(model_name, device="cpu")
-    policy = LLMPolicy(model, tokenizer)
+    if backend == "vllm":
+        from rspo_gym.policies.vllm_backend import VLLMBackend
+
+        return LLMPolicy(model, tokenizer, backend=VLLMBackend(
+            # no prefix caching: the one-env-at-a-time run replays the batched run's first prompts
+            model, tokenizer, dtype="float32", kv_cache_memory_bytes=2**31, enable_prefix_caching=False
+        ))
+    return LLMPolicy(model, tokenizer)
+
+
+def measure(policy: LLMPolicy, model_name: str, backend: str, mode: str, batches: list[int], turns: int, sequential_max: int, env_id: str, max_new_tokens: int) -> list[dict]:
     _run(policy, env_id, [0], 1, 0, mode, max_new_tokens)  # warm-up (kernels, caches)
     results = []
     for batch in batches:
@@ -59,6 +74,7 @@ def measure(model_name: str, mode: str, batches: list[int], turns: int, sequenti
         elapsed, steps, tokens = _run(policy, env_id, ids, turns, 1, mode, max_new_tokens)
         row = {
             "model": model_name,
+            "backend": backend,
             "mode": mode,
             "batch": batch,
             "turns": turns,
@@ -90,7 +106,7 @@ def _format(row: dict) -> str:
         else f"{'-':>10} {'-':>7} {'-':>7}"
     )
     return (
-        f"{row['model']:14s} {row['mode']:11s} {row['batch']:5d} {row['batched_s']:8.2f} s "
+        f"{row['model']:14s} {row.get('backend', 'hf'):5s} {row['mode']:11s} {row['batch']:5d} {row['batched_s']:8.2f} s "
         f"{row['env_steps_per_s']:9.1f} {row['tokens_per_s']:9.1f}   {seq}"
     )
 
@@ -104,17 +120,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--sequential-max", type=int, default=32, help="largest batch also run one env at a time")
     parser.add_argument("--env", default="rspo/ALFWorld-v0")
+    parser.add_argument("--backend", choices=("hf", "vllm"), default="hf", help="generation backend")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--out", type=Path, default=Path("results/benchmarks/rollout_speed.json"))
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(f"{'model':14s} {'mode':11s} {'batch':>5s} {'batched':>10s} {'steps/s':>9s} {'tok/s':>9s}   {'one-by-one':>10s} {'time':>7s} {'tok/s':>7s}")
+    print(f"{'model':14s} {'gen':5s} {'mode':11s} {'batch':>5s} {'batched':>10s} {'steps/s':>9s} {'tok/s':>9s}   {'one-by-one':>10s} {'time':>7s} {'tok/s':>7s}")
     results = []
+    if args.backend == "vllm" and "constrained" in args.modes:
+        parser.error("vLLM cannot constrain replies to the admissible actions: use --modes free")
     for name in args.models:
+        policy = _policy(name, args.backend)
         for mode in args.modes:
-            results += measure(name, mode, args.batches, args.turns, args.sequential_max, args.env, args.max_new_tokens)
-    write_json(args.out, {"env": args.env, "threads": torch.get_num_threads(), "peak_rss_mb": peak_rss_mb(), "results": results})
+            results += measure(policy, name, args.backend, mode, args.batches, args.turns, args.sequential_max, args.env, args.max_new_tokens)
+        if hasattr(policy.backend, "shutdown"):
+            policy.backend.shutdown()
+    write_json(args.out, {"env": args.env, "backend": args.backend, "threads": torch.get_num_threads(), "peak_rss_mb": peak_rss_mb(), "results": results})
     return 0
 
 

