@@ -1,15 +1,21 @@
-"""The algorithm comparison: {GRPO, PPO, GiGPO} x {outcome, dense, RSPO-explorer, RSPO-rank} x seeds.
+"""The algorithm comparison: {GRPO, PPO, GiGPO} x {outcome, dense, RSPO-explorer, -rank, -anneal} x seeds.
 
 Every cell starts from the same policy (``tiny-alfworld`` on ALFWorld: the tiny model after our
 behaviour cloning of the expert; ``tiny`` elsewhere), trains on the same named task set until the
 same number of env steps (learner and explorer steps both count), then is evaluated once on the
-same held-out tasks with the same evaluation seed. Cells are written to
+same held-out tasks with the same evaluation seed. The starting policy is evaluated once per env
+(``<out>/initial/<env>.json``; the evaluation seed does not depend on the training seed, so every
+cell starts from that number). Each cell runs in a fresh process (``--jobs`` at a time, torch
+threads split between them), so its peak RSS is its own. Cells are written to
 ``<out>/cells/<env>-<algo>-<variant>-seed<k>.json`` as they finish and are not rerun, so an
-interrupted comparison resumes where it stopped. At the end it writes ``<out>/compare.json``, a
-markdown table ``<out>/compare.md`` (mean ± std over seeds of held-out success, WebShop score,
-wall time, generated tokens) and one bar plot per env.
+interrupted comparison resumes where it stopped. Presets with ``eval_every`` also record a
+held-out learning curve per cell. At the end it writes ``<out>/compare.json``, a markdown table
+``<out>/compare.md`` (mean ± std over seeds of held-out success, WebShop score, wall time per
+iteration, peak RSS, generated tokens; with curves, one row per cell and evaluation) and one plot
+per env.
 
     python benchmarks/compare.py --preset cpu-small      # <= 60 min on 2 cores (ALFWorld)
+    python benchmarks/compare.py --preset curves --jobs 2  # every combination, both envs, curves
     python benchmarks/compare.py --preset gpu            # a lent accelerator, both envs
     python benchmarks/compare.py --preset micro          # seconds: checks the pipeline
 """
@@ -18,20 +24,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import statistics
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from common import peak_rss_mb, write_json  # noqa: E402
+from common import write_json  # noqa: E402
 
 BASES = ("grpo", "ppo", "gigpo")
-VARIANTS = ("outcome", "dense", "rspo-explorer", "rspo-rank")
+VARIANTS = ("outcome", "dense", "rspo-explorer", "rspo-rank", "rspo-anneal")
 
 
 @dataclass(frozen=True)
@@ -44,14 +52,21 @@ class Preset:
     """Env-step budget per cell (learner + explorer)."""
     eval_tasks: int
     bases: tuple[str, ...] = BASES
-    variants: tuple[str, ...] = VARIANTS
+    variants: tuple[str, ...] = VARIANTS[:4]
     trainer: dict = field(default_factory=dict)
+    eval_every: int = 0
+    """Held-out evaluation every this many iterations (a learning curve); 0: only at the end."""
+    rspo: dict = field(default_factory=dict)
+    """Extra ``RSPOConfig`` fields for the RSPO variants."""
 
 
 PRESETS = {
     "micro": Preset(("rspo/ALFWorld-v0",), (0,), 16, 2, bases=("grpo", "ppo"), variants=("outcome", "rspo-explorer"),
                     trainer={"num_groups": 1, "group_size": 2, "max_turns": 4}),
     "cpu-small": Preset(("rspo/ALFWorld-v0",), (0, 1), 480, 20, trainer={"num_groups": 2, "group_size": 4, "max_turns": 20}),
+    # Issue 5's evidence: all 15 combinations on both envs, one seed, a held-out curve per cell.
+    "curves": Preset(("rspo/ALFWorld-v0", "rspo/WebShop-v0"), (0,), 480, 20, variants=VARIANTS, eval_every=1,
+                     trainer={"num_groups": 2, "group_size": 4, "max_turns": 20}, rspo={"anneal_iterations": 4}),
     "gpu": Preset(("rspo/ALFWorld-v0", "rspo/WebShop-v0"), (0, 1, 2), 20000, 140,
                   trainer={"num_groups": 8, "group_size": 8, "max_turns": None, "micro_batch_size": 64}),
 }
@@ -75,12 +90,14 @@ def _trainer(env_id: str, base: str, variant: str, seed: int, preset: Preset):
     from rspo_gym.algos import GiGPOTrainer, GRPOTrainer, PPOTrainer, RSPOTrainer
 
     model = "tiny-alfworld" if "alfworld" in env_id.lower() else "tiny"
-    common = dict(seed=seed, progress=False, eval_every=0, learning_rate=3e-4, **_task_sets(env_id, preset), **preset.trainer)
+    common = dict(seed=seed, progress=False, eval_every=preset.eval_every, learning_rate=3e-4, **_task_sets(env_id, preset), **preset.trainer)
     if base == "ppo":
         common["group_size"], common["num_groups"] = 1, common.get("num_groups", 2) * common.get("group_size", 4)
     if variant.startswith("rspo"):
         swap = variant.split("-", 1)[1]
-        extra = {"explorer_group_size": max(1, common.get("group_size", 4) // 2)} if swap == "explorer" else {}
+        extra = dict(preset.rspo)
+        if swap == "explorer":
+            extra["explorer_group_size"] = max(1, common.get("group_size", 4) // 2)
         if base == "ppo" and swap == "explorer":
             common["group_size"], common["num_groups"] = 2, common["num_groups"] // 2
         return RSPOTrainer(env_id, model=model, base=base, swap=swap, **common, **extra)
@@ -88,7 +105,17 @@ def _trainer(env_id: str, base: str, variant: str, seed: int, preset: Preset):
     return cls(env_id, model=model, reward=variant, **common)
 
 
-def run_cell(env_id: str, base: str, variant: str, seed: int, preset: Preset) -> dict:
+def _set_threads(jobs: int) -> None:
+    import torch
+
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // jobs))
+
+
+def run_cell(env_id: str, base: str, variant: str, seed: int, preset: Preset, jobs: int = 1) -> dict:
+    """Train one cell to its env-step budget and evaluate it (run in a fresh worker process)."""
+    from common import peak_rss_mb
+
+    _set_threads(jobs)
     start = time.perf_counter()
     trainer = _trainer(env_id, base, variant, seed, preset)
     steps = {"n": 0}
@@ -98,15 +125,32 @@ def run_cell(env_id: str, base: str, variant: str, seed: int, preset: Preset) ->
         return steps["n"] < preset.env_steps
 
     history = trainer.learn(10_000, callback=within_budget)
-    final = trainer.evaluate()
+    final = history[-1] if "eval/success" in history[-1] else trainer.evaluate()
     trainer.close()
+    curve, done = [], 0
+    for row in history:
+        done += int(row["env_steps"])
+        if "eval/success" in row:
+            curve.append({"iteration": row["iteration"], "env_steps": done, "success": row["eval/success"], "score": row["eval/score"]})
     return {
         "env": env_id, "base": base, "variant": variant, "seed": seed,
         "iterations": len(history), "env_steps": steps["n"],
         "generated_tokens": int(sum(row["generated_tokens"] for row in history)),
         "success": final["eval/success"], "score": final["eval/score"],
         "seconds": time.perf_counter() - start,
+        "seconds_per_iteration": statistics.mean(row["time/collect_s"] + row["time/update_s"] for row in history),
+        "peak_rss_mb": peak_rss_mb(),
+        "curve": curve,
     }
+
+
+def evaluate_start(env_id: str, preset: Preset, jobs: int = 1) -> dict:
+    """Held-out success and score of the policy every cell of ``env_id`` starts from."""
+    _set_threads(jobs)
+    trainer = _trainer(env_id, "grpo", "outcome", 0, preset)
+    metrics = trainer.evaluate()
+    trainer.close()
+    return {"env": env_id, "success": metrics["eval/success"], "score": metrics["eval/score"]}
 
 
 def _mean_std(values: list[float]) -> str:
@@ -115,20 +159,50 @@ def _mean_std(values: list[float]) -> str:
     return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
 
 
-def summarise(cells: list[dict]) -> str:
-    lines = ["| env | algorithm | reward / swap | seeds | held-out success | score | minutes | tokens |", "|---|---|---|---|---|---|---|---|"]
+def summarise(cells: list[dict], initial: dict[str, dict]) -> str:
+    """Mean ± std over seeds per (env, algorithm, variant), next to the starting policy's numbers."""
+    lines = [
+        "| env | algorithm | reward / swap | seeds | held-out success (start) | score (start) | s / iteration | peak MB | minutes | tokens |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     keys = sorted({(c["env"], c["base"], c["variant"]) for c in cells}, key=lambda k: (k[0], BASES.index(k[1]), VARIANTS.index(k[2])))
     for env, base, variant in keys:
         group = [c for c in cells if (c["env"], c["base"], c["variant"]) == (env, base, variant)]
+        start = initial.get(env)
         lines.append(
-            f"| {env} | {base} | {variant} | {len(group)} | {_mean_std([c['success'] for c in group])} | "
-            f"{_mean_std([c['score'] for c in group])} | {statistics.mean(c['seconds'] for c in group) / 60:.1f} | "
+            f"| {env} | {base} | {variant} | {len(group)} | {_mean_std([c['success'] for c in group])}{_start(start, 'success')} | "
+            f"{_mean_std([c['score'] for c in group])}{_start(start, 'score')} | {_mean_of(group, 'seconds_per_iteration', '.0f')} | "
+            f"{_mean_of(group, 'peak_rss_mb', '.0f')} | {statistics.mean(c['seconds'] for c in group) / 60:.1f} | "
             f"{int(statistics.mean(c['generated_tokens'] for c in group))} |"
         )
     return "\n".join(lines) + "\n"
 
 
-def _plot(cells: list[dict], out: Path) -> None:
+def _start(start: dict | None, key: str) -> str:
+    return f" ({start[key]:.3f})" if start else ""
+
+
+def _mean_of(group: list[dict], key: str, spec: str) -> str:
+    """Cells from before a field was recorded show a dash."""
+    values = [c[key] for c in group if key in c]
+    return format(statistics.mean(values), spec) if values else "–"
+
+
+def curves_table(cells: list[dict], initial: dict[str, dict]) -> str:
+    """One row per cell: held-out success (and score) at iteration 0 (the start) and after each evaluation."""
+    lines = ["| env | algorithm | reward / swap | seed | held-out success by iteration (score) |", "|---|---|---|---|---|"]
+    for c in sorted(cells, key=lambda c: (c["env"], BASES.index(c["base"]), VARIANTS.index(c["variant"]), c["seed"])):
+        if not c.get("curve"):
+            continue
+        points = [(0, initial[c["env"]])] if c["env"] in initial else []
+        points += [(p["iteration"], p) for p in c["curve"]]
+        text = " → ".join(f"{it}: {p['success']:.2f} ({p['score']:.2f})" for it, p in points)
+        lines.append(f"| {c['env']} | {c['base']} | {c['variant']} | {c['seed']} | {text} |")
+    return "\n".join(lines) + "\n" if len(lines) > 2 else ""
+
+
+def _plot(cells: list[dict], initial: dict[str, dict], out: Path) -> None:
+    """Per env: learning curves (held-out success against env steps) when cells have them, else bars."""
     try:
         import matplotlib
 
@@ -137,52 +211,96 @@ def _plot(cells: list[dict], out: Path) -> None:
     except ImportError:
         return
     for env in sorted({c["env"] for c in cells}):
-        names, means, errors = [], [], []
-        for base in BASES:
-            for variant in VARIANTS:
-                group = [c["success"] for c in cells if (c["env"], c["base"], c["variant"]) == (env, base, variant)]
-                if group:
-                    names.append(f"{base}\n{variant}")
-                    means.append(statistics.mean(group))
-                    errors.append(statistics.stdev(group) if len(group) > 1 else 0.0)
-        fig, ax = plt.subplots(figsize=(max(6, len(names) * 0.9), 4), dpi=120)
-        ax.bar(range(len(names)), means, yerr=errors, color="C0", capsize=3)
-        ax.set_xticks(range(len(names)), names, fontsize=7)
-        ax.set_ylabel("held-out success")
-        ax.set_title(f"{env}: equal env-step budgets")
+        mine = [c for c in cells if c["env"] == env]
+        if all(c.get("curve") for c in mine):
+            fig, axes = plt.subplots(1, len(BASES), figsize=(13, 3.8), dpi=120, sharey=True)
+            for ax, base in zip(axes, BASES):
+                for k, variant in enumerate(VARIANTS):
+                    for c in (c for c in mine if (c["base"], c["variant"]) == (base, variant)):
+                        start = [(0, initial[env]["success"])] if env in initial else []
+                        points = start + [(p["env_steps"], p["success"]) for p in c["curve"]]
+                        ax.plot(*zip(*points), marker="o", ms=3, color=f"C{k}", label=variant if c["seed"] == min(x["seed"] for x in mine) else None)
+                ax.set_title(base)
+                ax.set_xlabel("env steps")
+            axes[0].set_ylabel("held-out success")
+            axes[-1].legend(fontsize=7)
+            fig.suptitle(f"{env}: held-out learning curves")
+        else:
+            names, means, errors = [], [], []
+            for base in BASES:
+                for variant in VARIANTS:
+                    group = [c["success"] for c in mine if (c["base"], c["variant"]) == (base, variant)]
+                    if group:
+                        names.append(f"{base}\n{variant}")
+                        means.append(statistics.mean(group))
+                        errors.append(statistics.stdev(group) if len(group) > 1 else 0.0)
+            fig, ax = plt.subplots(figsize=(max(6, len(names) * 0.9), 4), dpi=120)
+            ax.bar(range(len(names)), means, yerr=errors, color="C0", capsize=3)
+            if env in initial:
+                ax.axhline(initial[env]["success"], color="grey", linestyle="--", label="starting policy")
+                ax.legend(fontsize=7)
+            ax.set_xticks(range(len(names)), names, fontsize=7)
+            ax.set_ylabel("held-out success")
+            ax.set_title(f"{env}: equal env-step budgets")
         fig.tight_layout()
         fig.savefig(out / f"compare_{env.split('/')[-1]}.png")
         plt.close(fig)
+
+
+def _cell_path(out: Path, env_id: str, base: str, variant: str, seed: int) -> Path:
+    return out / "cells" / f"{env_id.split('/')[-1]}-{base}-{variant}-seed{seed}.json"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", choices=sorted(PRESETS), default="cpu-small")
     parser.add_argument("--out", type=Path, default=Path("results/compare"))
+    parser.add_argument("--jobs", type=int, default=1, help="cells trained at once (each in its own process)")
     args = parser.parse_args(argv)
-    import torch
-
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     preset = PRESETS[args.preset]
     out = args.out / args.preset
     (out / "cells").mkdir(parents=True, exist_ok=True)
-    cells = []
-    for env_id in preset.envs:
-        for base in preset.bases:
-            for variant in preset.variants:
-                for seed in preset.seeds:
-                    path = out / "cells" / f"{env_id.split('/')[-1]}-{base}-{variant}-seed{seed}.json"
-                    if path.exists():  # resumable: finished cells are not rerun
-                        cells.append(json.loads(path.read_text()))
-                        continue
-                    cell = run_cell(env_id, base, variant, seed, preset)
-                    write_json(path, cell)
-                    cells.append(cell)
-                    print(f"{env_id} {base:5s} {variant:13s} seed {seed}: success {cell['success']:.3f} ({cell['seconds']:.0f} s)", flush=True)
-    table = summarise(cells)
+    (out / "initial").mkdir(parents=True, exist_ok=True)
+    todo = [  # envs interleaved, so a partial run has numbers for each
+        (env_id, base, variant, seed)
+        for base in preset.bases
+        for variant in preset.variants
+        for seed in preset.seeds
+        for env_id in preset.envs
+        if not _cell_path(out, env_id, base, variant, seed).exists()  # resumable: finished cells are not rerun
+    ]
+    starts = [env_id for env_id in preset.envs if not (out / "initial" / f"{env_id.split('/')[-1]}.json").exists()]
+    # a fresh process per cell: its peak RSS is its own, and nothing leaks between cells
+    context = multiprocessing.get_context("spawn")
+    failed = 0
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs), mp_context=context, max_tasks_per_child=1) as pool:
+        jobs = {pool.submit(evaluate_start, env_id, preset, args.jobs): ("initial", env_id) for env_id in starts}
+        jobs.update({pool.submit(run_cell, *key, preset, args.jobs): ("cell", key) for key in todo})
+        for job in as_completed(jobs):  # written as they finish: an interrupted run loses no finished cell
+            kind, key = jobs[job]
+            try:
+                result = job.result()
+            except Exception as error:  # report and go on: the other cells are still worth having
+                failed += 1
+                print(f"{kind} {key} failed: {error!r}", file=sys.stderr, flush=True)
+                continue
+            if kind == "initial":
+                write_json(out / "initial" / f"{key.split('/')[-1]}.json", result)
+                continue
+            write_json(_cell_path(out, *key), result)
+            print(f"{key[0]} {key[1]:5s} {key[2]:13s} seed {key[3]}: success {result['success']:.3f} ({result['seconds']:.0f} s)", flush=True)
+    if failed:
+        print(f"{failed} job(s) failed; rerun to retry them (finished cells are kept)", file=sys.stderr)
+        return 1
+    cells = [
+        json.loads(_cell_path(out, env_id, base, variant, seed).read_text())
+        for env_id in preset.envs for base in preset.bases for variant in preset.variants for seed in preset.seeds
+    ]
+    initial = {env_id: json.loads((out / "initial" / f"{env_id.split('/')[-1]}.json").read_text()) for env_id in preset.envs}
+    table = summarise(cells, initial) + ("\n" + curves_table(cells, initial) if curves_table(cells, initial) else "")
     (out / "compare.md").write_text(table, encoding="utf-8")
-    write_json(out / "compare.json", {"preset": args.preset, "peak_rss_mb": peak_rss_mb(), "cells": cells})
-    _plot(cells, out)
+    write_json(out / "compare.json", {"preset": args.preset, "initial": initial, "cells": cells})
+    _plot(cells, initial, out)
     print(table)
     return 0
 
