@@ -30,7 +30,7 @@ import statistics
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -105,17 +105,17 @@ def _trainer(env_id: str, base: str, variant: str, seed: int, preset: Preset):
     return cls(env_id, model=model, reward=variant, **common)
 
 
-def _set_threads(jobs: int) -> None:
+def _set_threads(threads: int) -> None:
     import torch
 
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // jobs))
+    torch.set_num_threads(threads)
 
 
-def run_cell(env_id: str, base: str, variant: str, seed: int, preset: Preset, jobs: int = 1) -> dict:
+def run_cell(env_id: str, base: str, variant: str, seed: int, preset: Preset, threads: int = 1) -> dict:
     """Train one cell to its env-step budget and evaluate it (run in a fresh worker process)."""
     from common import peak_rss_mb
 
-    _set_threads(jobs)
+    _set_threads(threads)
     start = time.perf_counter()
     trainer = _trainer(env_id, base, variant, seed, preset)
     steps = {"n": 0}
@@ -144,9 +144,9 @@ def run_cell(env_id: str, base: str, variant: str, seed: int, preset: Preset, jo
     }
 
 
-def evaluate_start(env_id: str, preset: Preset, jobs: int = 1) -> dict:
+def evaluate_start(env_id: str, preset: Preset, threads: int = 1) -> dict:
     """Held-out success and score of the policy every cell of ``env_id`` starts from."""
-    _set_threads(jobs)
+    _set_threads(threads)
     trainer = _trainer(env_id, "grpo", "outcome", 0, preset)
     metrics = trainer.evaluate()
     trainer.close()
@@ -256,8 +256,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--preset", choices=sorted(PRESETS), default="cpu-small")
     parser.add_argument("--out", type=Path, default=Path("results/compare"))
     parser.add_argument("--jobs", type=int, default=1, help="cells trained at once (each in its own process)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads per cell (default: CPUs / jobs)")
+    parser.add_argument("--envs", nargs="+", default=None, help="only these of the preset's envs")
     args = parser.parse_args(argv)
     preset = PRESETS[args.preset]
+    if args.envs:
+        unknown = sorted(set(args.envs) - set(preset.envs))
+        if unknown:
+            parser.error(f"not in preset {args.preset!r}: {unknown} (it has {list(preset.envs)})")
+        preset = replace(preset, envs=tuple(e for e in preset.envs if e in args.envs))
+    threads = args.threads or max(1, (os.cpu_count() or 1) // max(1, args.jobs))
     out = args.out / args.preset
     (out / "cells").mkdir(parents=True, exist_ok=True)
     (out / "initial").mkdir(parents=True, exist_ok=True)
@@ -274,8 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     context = multiprocessing.get_context("spawn")
     failed = 0
     with ProcessPoolExecutor(max_workers=max(1, args.jobs), mp_context=context, max_tasks_per_child=1) as pool:
-        jobs = {pool.submit(evaluate_start, env_id, preset, args.jobs): ("initial", env_id) for env_id in starts}
-        jobs.update({pool.submit(run_cell, *key, preset, args.jobs): ("cell", key) for key in todo})
+        jobs = {pool.submit(evaluate_start, env_id, preset, threads): ("initial", env_id) for env_id in starts}
+        jobs.update({pool.submit(run_cell, *key, preset, threads): ("cell", key) for key in todo})
         for job in as_completed(jobs):  # written as they finish: an interrupted run loses no finished cell
             kind, key = jobs[job]
             try:
@@ -292,11 +300,12 @@ def main(argv: list[str] | None = None) -> int:
     if failed:
         print(f"{failed} job(s) failed; rerun to retry them (finished cells are kept)", file=sys.stderr)
         return 1
-    cells = [
-        json.loads(_cell_path(out, env_id, base, variant, seed).read_text())
-        for env_id in preset.envs for base in preset.bases for variant in preset.variants for seed in preset.seeds
-    ]
-    initial = {env_id: json.loads((out / "initial" / f"{env_id.split('/')[-1]}.json").read_text()) for env_id in preset.envs}
+    # the table covers every finished cell of the whole preset, also those of envs run separately
+    full = PRESETS[args.preset]
+    paths = [_cell_path(out, env_id, base, variant, seed) for env_id in full.envs for base in full.bases for variant in full.variants for seed in full.seeds]
+    cells = [json.loads(path.read_text()) for path in paths if path.exists()]
+    starts = [out / "initial" / f"{env_id.split('/')[-1]}.json" for env_id in full.envs]
+    initial = {env_id: json.loads(path.read_text()) for env_id, path in zip(full.envs, starts) if path.exists()}
     table = summarise(cells, initial) + ("\n" + curves_table(cells, initial) if curves_table(cells, initial) else "")
     (out / "compare.md").write_text(table, encoding="utf-8")
     write_json(out / "compare.json", {"preset": args.preset, "initial": initial, "cells": cells})

@@ -161,7 +161,7 @@ MODEL_PRESETS: dict[str, ModelPreset] = {
         ModelPreset(
             "tiny-alfworld",
             _tiny_alfworld,
-            "The tiny model after our own warm start (`benchmarks/warmstart_alfworld.py --device "
+            "The tiny model after our own warm start (`benchmarks/warmstart.py --device "
             "cuda --save ...` with the WarmStartConfig defaults: 600 cloned pick_and_place_simple "
             "expert episodes, history 6), shipped because that cloning costs ~35-40 CPU minutes: "
             "the starting policy of the quick start and of the learning tests (31 % of held-out "

@@ -15,7 +15,7 @@ wins some tasks, cheaply: the experts are scripted and the clone trains in minut
 Results (the defaults: 600 pick_and_place_simple episodes = 4179 rows, history 6, 8 epochs of
 batch 16 = 2096 AdamW steps, lr 3e-3 with 30 warm-up steps and cosine decay; ``tiny`` in float32;
 constrained decoding, 50-step limit, all 140 generated ``valid_seen`` tasks). Weights cloned by
-``benchmarks/warmstart_alfworld.py --device cuda --splits valid_seen --temperature 0`` on an H200,
+``benchmarks/warmstart.py --device cuda --splits valid_seen --temperature 0`` on an H200,
 then evaluated again on the CPU (greedy: identical); T = 0.5 is seeded sampling (seed 0) on the CPU::
 
     task type                        greedy        T = 0.5

@@ -1,20 +1,24 @@
-"""Supervised warm start on ALFWorld: behaviour-clone the expert, then win held-out tasks?
+"""Supervised warm start: behaviour-clone an env's expert, then win held-out tasks?
 
 Runs ``rspo_gym.policies.warmstart.warm_start`` with ``WarmStartConfig``'s defaults (flags
 override them) on the ``tiny`` preset, then plays constrained episodes (admissible actions only;
-seeded sampling at ``--temperature`` 0.5, 0 for greedy) of the generated ``valid_seen`` and
-``valid_unseen`` tasks within the 50-step limit and prints success per task type. Single-threaded
-and seeded, so reruns on the same machine give the same numbers::
+seeded sampling at ``--temperature`` 0.5, 0 for greedy) of held-out tasks within the env's step
+limit. ALFWorld (default): the generated ``valid_seen`` and ``valid_unseen`` tasks, success per
+task type. WebShop (``--env rspo/WebShop-v0``, cloned on the ``train`` goals, ``--task-types ''``):
+the first tasks of ``test`` / ``valid``, success and mean score. Single-threaded and seeded, so
+reruns on the same machine give the same numbers::
 
-    python benchmarks/warmstart_alfworld.py --save results/warmstart/alfworld-tiny
-    python benchmarks/warmstart_alfworld.py --eval-tasks 40   # first 40 tasks of each split
-    python benchmarks/warmstart_alfworld.py --device cuda --splits valid_seen   # ~1 min on a GPU
+    python benchmarks/warmstart.py --save results/warmstart/alfworld-tiny
+    python benchmarks/warmstart.py --eval-tasks 40   # first 40 tasks of each split
+    python benchmarks/warmstart.py --device cuda --splits valid_seen   # ~1 min on a GPU
+    python benchmarks/warmstart.py --env rspo/WebShop-v0 --task-types '' --episodes 400 --epochs 3 \
+        --history-length 2 --temperature 0 --eval-tasks 100 --save results/warmstart/webshop-tiny
 
-The defaults (600 pick-and-place episodes, history 6, 8 epochs of 16 rows, cosine lr) take
+The ALFWorld defaults (600 pick-and-place episodes, history 6, 8 epochs of 16 rows, cosine lr) take
 ~35-40 min of cloning on one CPU thread and ~30 s on an H200; results in
 ``rspo_gym/policies/warmstart.py``'s docstring.
 
-Writes JSON (``--out``, default ``results/benchmarks/warmstart_alfworld.json``) and, with
+Writes JSON (``--out``, default ``results/benchmarks/warmstart_<env>.json``) and, with
 ``--save DIR``, the warm-started weights and tokenizer (``LLMPolicy.save``), which
 ``load_model(DIR)`` loads back as a trainer's starting point.
 """
@@ -47,14 +51,19 @@ from rspo_gym.envs.alfworld.vocab import TASK_TYPES  # noqa: E402
 from rspo_gym.rollout.collector import CollectConfig, collect  # noqa: E402
 from rspo_gym.rollout.vector import GroupedVectorEnv  # noqa: E402
 
-ENV_ID = "rspo/ALFWorld-v0"
-SPLITS = {"valid_seen": 140, "valid_unseen": 134}
+#: held-out splits and their sizes (WebShop: test has 500 goals, valid 1,000)
+SPLITS = {
+    "rspo/ALFWorld-v0": {"valid_seen": 140, "valid_unseen": 134},
+    "rspo/WebShop-v0": {"test": 500, "valid": 1000},
+}
+#: the split demonstrations are recorded on
+TRAIN_SPLIT = {"rspo/ALFWorld-v0": "train", "rspo/WebShop-v0": "train"}
 
 
-def evaluate(policy: LLMPolicy, split: str, tasks: int, history_length: int, temperature: float, seed: int) -> dict:
+def evaluate(policy: LLMPolicy, env_id: str, split: str, tasks: int, history_length: int, temperature: float, seed: int) -> dict:
     """Constrained episodes of the split's first ``tasks`` tasks (greedy at temperature 0,
-    else seeded sampling); success per task type."""
-    venv = GroupedVectorEnv(ENV_ID, num_groups=tasks, group_size=1, env_kwargs={"split": split})
+    else seeded sampling); success per task type (ALFWorld) and mean score."""
+    venv = GroupedVectorEnv(env_id, num_groups=tasks, group_size=1, env_kwargs={"split": split})
     generation = GenerationConfig(temperature=temperature, seed=seed)
     config = CollectConfig(generation=generation, constrained=True, history_length=history_length)
     start = time.perf_counter()
@@ -64,10 +73,11 @@ def evaluate(policy: LLMPolicy, split: str, tasks: int, history_length: int, tem
     wins: dict[str, list[bool]] = defaultdict(list)
     for trajectory in rollout.trajectories:
         wins[trajectory.task_type].append(trajectory.won)
-    per_type = {t: {"won": sum(wins[t]), "tasks": len(wins[t]), "success": sum(wins[t]) / max(len(wins[t]), 1)} for t in TASK_TYPES}
+    per_type = {t: {"won": sum(w), "tasks": len(w), "success": sum(w) / max(len(w), 1)} for t, w in sorted(wins.items())}
     return {
         "tasks": tasks,
         "success": rollout.success_rate(),
+        "score": sum(t.score for t in rollout.trajectories) / tasks,
         "per_type": per_type,
         "mean_length": sum(t.length for t in rollout.trajectories) / tasks,
         "seconds": seconds,
@@ -77,6 +87,7 @@ def evaluate(policy: LLMPolicy, split: str, tasks: int, history_length: int, tem
 def main() -> None:
     defaults = WarmStartConfig()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="rspo/ALFWorld-v0", choices=sorted(SPLITS))
     parser.add_argument("--model", default="tiny", help="load_model name or directory")
     parser.add_argument("--episodes", type=int, default=defaults.episodes)
     parser.add_argument("--epochs", type=int, default=defaults.epochs)
@@ -88,12 +99,12 @@ def main() -> None:
     parser.add_argument("--task-types", default=",".join(defaults.task_types or ()), help="comma-separated; empty: all")
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--eval-tasks", type=int, default=0, help="first N tasks of each split (0: all)")
-    parser.add_argument("--splits", default=",".join(SPLITS), help="comma-separated evaluation splits")
+    parser.add_argument("--splits", default=None, help="comma-separated evaluation splits (default: all held-out ones)")
     parser.add_argument("--temperature", type=float, default=0.5, help="evaluation sampling (0: greedy)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu", help="torch device of the policy (float32 everywhere)")
     parser.add_argument("--save", type=Path, help="directory for the warm-started weights and tokenizer")
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "benchmarks" / "warmstart_alfworld.json")
+    parser.add_argument("--out", type=Path, default=None, help="default: results/benchmarks/warmstart_<env>.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -108,11 +119,12 @@ def main() -> None:
         schedule=args.schedule,
         task_types=tuple(args.task_types.split(",")) if args.task_types else None,
         seed=args.seed,
+        env_kwargs=(("split", TRAIN_SPLIT[args.env]),),
     )
     model, tokenizer = load_model(args.model, seed=args.seed, device=args.device, dtype=torch.float32)
     policy = LLMPolicy(model, tokenizer, seed=args.seed)
     start = time.perf_counter()
-    history = warm_start(policy, ENV_ID, config)
+    history = warm_start(policy, args.env, config)
     bc_seconds = time.perf_counter() - start
     for entry in history:
         print(f"epoch {entry['epoch']}: loss {entry['loss']:.4f} ({entry['seconds']:.1f} s)")
@@ -121,21 +133,27 @@ def main() -> None:
         policy.save(args.save)
         print(f"saved {args.save}")
 
-    splits = [s for s in args.splits.split(",") if s]
+    sizes = SPLITS[args.env]
+    splits = [s for s in args.splits.split(",") if s] if args.splits else list(sizes)
     results = {}
     for split in splits:
-        size = SPLITS[split]
-        results[split] = evaluate(policy, split, min(args.eval_tasks or size, size), config.history_length, args.temperature, args.seed)
+        size = sizes[split]
+        results[split] = evaluate(policy, args.env, split, min(args.eval_tasks or size, size), config.history_length, args.temperature, args.seed)
         print(f"evaluated {split}: {results[split]['seconds']:.0f} s", flush=True)
     print(f"\n{'task type':34s}" + "".join(f"{split:>16s}" for split in splits))
-    for task_type in TASK_TYPES:
-        cells = [results[s]["per_type"][task_type] for s in splits]
-        print(f"{task_type:34s}" + "".join(f"{c['won']:>7d}/{c['tasks']:<3d} {c['success']:4.0%}" for c in cells))
+    empty = {"won": 0, "tasks": 0, "success": 0.0}
+    types = TASK_TYPES if "alfworld" in args.env.lower() else sorted({t for s in splits for t in results[s]["per_type"]})
+    for task_type in types:
+        cells = [results[s]["per_type"].get(task_type, empty) for s in splits]
+        print(f"{str(task_type):34s}" + "".join(f"{c['won']:>7d}/{c['tasks']:<3d} {c['success']:4.0%}" for c in cells))
     print(f"{'overall':34s}" + "".join(f"{results[s]['success']:>15.1%} " for s in splits))
+    print(f"{'mean score':34s}" + "".join(f"{results[s]['score']:>16.3f}" for s in splits))
 
+    out = args.out or ROOT / "results" / "benchmarks" / f"warmstart_{args.env.split('/')[-1].split('-')[0].lower()}.json"
     write_json(
-        args.out,
+        out,
         {
+            "env": args.env,
             "model": args.model,
             "parameters": sum(p.numel() for p in model.parameters()),
             "config": asdict(config),
