@@ -1,7 +1,7 @@
 """The algorithm comparison: {GRPO, PPO, GiGPO} x {outcome, dense, RSPO-explorer, -rank, -anneal} x seeds.
 
-Every cell starts from the same policy (``tiny-alfworld`` on ALFWorld: the tiny model after our
-behaviour cloning of the expert; ``tiny`` elsewhere), trains on the same named task set until the
+Every cell starts from the same policy (``tiny-alfworld`` on ALFWorld, ``tiny-webshop`` on WebShop:
+the tiny model after our behaviour cloning of the env's expert; ``tiny`` elsewhere), trains on the same named task set until the
 same number of env steps (learner and explorer steps both count), then is evaluated once on the
 same held-out tasks with the same evaluation seed. The starting policy is evaluated once per env
 (``<out>/initial/<env>.json``; the evaluation seed does not depend on the training seed, so every
@@ -89,7 +89,7 @@ def _task_sets(env_id: str, preset: Preset) -> dict:
 def _trainer(env_id: str, base: str, variant: str, seed: int, preset: Preset):
     from rspo_gym.algos import GiGPOTrainer, GRPOTrainer, PPOTrainer, RSPOTrainer
 
-    model = "tiny-alfworld" if "alfworld" in env_id.lower() else "tiny"
+    model = {"alfworld": "tiny-alfworld", "webshop": "tiny-webshop"}.get(env_id.split("/")[-1].split("-")[0].lower(), "tiny")
     common = dict(seed=seed, progress=False, eval_every=preset.eval_every, learning_rate=3e-4, **_task_sets(env_id, preset), **preset.trainer)
     if base == "ppo":
         common["group_size"], common["num_groups"] = 1, common.get("num_groups", 2) * common.get("group_size", 4)

@@ -129,17 +129,22 @@ def _small(seed: int, cache_dir: Path) -> tuple[PreTrainedModel, PreTrainedToken
     return model, tokenizer
 
 
-TINY_ALFWORLD_WEIGHTS = Path(__file__).with_name("assets") / "tiny_alfworld_bc.safetensors"
+ASSETS = Path(__file__).with_name("assets")
 
 
-def _tiny_alfworld(seed: int, cache_dir: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    from safetensors.torch import load_file
+def _tiny_cloned(weights: str):
+    """A preset loader: the tiny model (its tokenizer and layout) with cloned weights from ``assets/``."""
 
-    model, tokenizer = _tiny(seed, cache_dir)
-    state = load_file(str(TINY_ALFWORLD_WEIGHTS))
-    state.setdefault("lm_head.weight", state["model.embed_tokens.weight"])  # tied head
-    model.load_state_dict(state)
-    return model, tokenizer
+    def load(seed: int, cache_dir: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+        from safetensors.torch import load_file
+
+        model, tokenizer = _tiny(seed, cache_dir)
+        state = load_file(str(ASSETS / weights))
+        state.setdefault("lm_head.weight", state["model.embed_tokens.weight"])  # tied head
+        model.load_state_dict(state)
+        return model, tokenizer
+
+    return load
 
 
 def _smollm2(seed: int, cache_dir: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -160,12 +165,21 @@ MODEL_PRESETS: dict[str, ModelPreset] = {
         ),
         ModelPreset(
             "tiny-alfworld",
-            _tiny_alfworld,
+            _tiny_cloned("tiny_alfworld_bc.safetensors"),
             "The tiny model after our own warm start (`benchmarks/warmstart.py --device "
             "cuda --save ...` with the WarmStartConfig defaults: 600 cloned pick_and_place_simple "
             "expert episodes, history 6), shipped because that cloning costs ~35-40 CPU minutes: "
             "the starting policy of the quick start and of the learning tests (31 % of held-out "
             "pick_and_place_simple tasks at temperature 0.5). Evaluate it with history_length=6.",
+        ),
+        ModelPreset(
+            "tiny-webshop",
+            _tiny_cloned("tiny_webshop_bc.safetensors"),
+            "The tiny model after our warm start on WebShop (`benchmarks/warmstart.py --env "
+            "rspo/WebShop-v0 --task-types '' --episodes 400 --epochs 3 --history-length 2 --save ...`: "
+            "400 cloned episodes of the scripted shopper on train goals, ~24 CPU minutes): the "
+            "starting policy of WebShop comparisons (greedy, first 100 test goals: 12 % success, "
+            "mean score 0.447; random play: 3.8 %, 0.188). Evaluate it with history_length=2.",
         ),
         ModelPreset(
             "small",

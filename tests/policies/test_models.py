@@ -124,8 +124,32 @@ def test_smollm2_without_its_package_says_what_to_install(tmp_path, monkeypatch)
     assert not any(tmp_path.iterdir())
 
 
+def _webshop_scores(policy, goals: int) -> list[float]:
+    from rspo_gym.policies.generation import GenerationConfig
+    from rspo_gym.rollout import CollectConfig, GroupedVectorEnv, collect
+
+    venv = GroupedVectorEnv("rspo/WebShop-v0", num_groups=goals, group_size=1, env_kwargs={"split": "test"})
+    config = CollectConfig(generation=GenerationConfig(temperature=0.0), constrained=True, history_length=2)
+    rollout = collect(policy, venv, config, task_ids=list(range(goals)))
+    venv.close()
+    return [t.score for t in rollout.trajectories]
+
+
+def test_webshop_clone_shops_better_than_the_random_tiny_model(tiny):
+    """``tiny-webshop`` is the tiny model with its cloned weights (tied head) and it acts like it:
+    greedy on the first 10 test goals it buys and scores, where the random-weight model does not."""
+    from rspo_gym.policies.llm import LLMPolicy
+
+    model, tokenizer = load_model("tiny-webshop", device="cpu")
+    assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+    assert _digest(model) != TINY_SEED0_SHA256 and tokenizer.get_vocab() == tiny[1].get_vocab()
+    cloned = _webshop_scores(LLMPolicy(model, tokenizer), 10)
+    random_weights = _webshop_scores(LLMPolicy(*tiny), 10)
+    assert sum(cloned) > sum(random_weights) + 1.0, (cloned, random_weights)
+
+
 def test_presets_are_documented():
-    assert {"tiny", "smollm2-135m"} <= set(MODEL_PRESETS)
+    assert {"tiny", "tiny-alfworld", "tiny-webshop", "smollm2-135m"} <= set(MODEL_PRESETS)
     assert all(len(preset.doc) > 40 for preset in MODEL_PRESETS.values())
 
 
