@@ -14,15 +14,23 @@ held-out tasks against a uniformly random admissible-action policy:
   within the 15-step limit; keeps the page order of the commands (a product's position is its
   search rank) and searches for the instruction itself.
 
+Two policies (``--policy``): ``mlp``, SB3's MLP from one flat feature vector to K logits
+(``layout="flat"``); ``drrn``, ``rspo_gym.algos.sb3_drrn.DRRNPolicy``, which scores each (state,
+admissible command) pair with shared weights over ``layout="pairs"`` observations (a state block
+of ``--dim`` and one ``--slot-dim`` block per command), so what it learns about a command holds at
+whatever index the command is listed.
+
 The trained policy is evaluated greedily (masked argmax) and sampled; the random policy with
 ``--random-repeats`` seeds per task. Single-threaded and seeded::
 
     python benchmarks/sb3_baseline.py                      # both envs, ~10 min each on one core
-    python benchmarks/sb3_baseline.py --env webshop --timesteps 20000
+    python benchmarks/sb3_baseline.py --env webshop --webshop-timesteps 20000
+    python benchmarks/sb3_baseline.py --policy drrn --alfworld-timesteps 50000   # ~5 min each
 
 Prints a table (success, WebShop score, steps, wall time) and writes JSON (``--out``, default
-``results/benchmarks/sb3_baseline.json``). SB3 bootstraps at the step limit while our LLM trainers
-count it as failure (see ``rspo_gym/envs/sb3.py``); success is ``info["won"]`` in both.
+``results/benchmarks/sb3_baseline.json``; ``sb3_baseline_drrn.json`` with ``--policy drrn``). SB3
+bootstraps at the step limit while our LLM trainers count it as failure (see
+``rspo_gym/envs/sb3.py``); success is ``info["won"]`` in both.
 """
 
 from __future__ import annotations
@@ -89,6 +97,8 @@ def run_env(name: str, args: argparse.Namespace) -> dict:
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.env_util import make_vec_env
 
+    from rspo_gym.algos.sb3_drrn import DRRNPolicy
+
     env_id = ENVS[name]
     if name == "alfworld":
         train_ids = task_ids_of_type("train", args.task_type, args.train_scan)
@@ -111,10 +121,14 @@ def run_env(name: str, args: argparse.Namespace) -> dict:
         def train_env() -> gym.Env:
             return make_sb3_env(env_id, split="train", **common)
     common.update(num_actions=args.num_actions, dim=args.dim)
+    policy_kwargs = {"net_arch": [args.hidden, args.hidden]}
+    if args.policy == "drrn":
+        common.update(layout="pairs", slot_dim=args.slot_dim)
+        policy_kwargs["state_dim"] = args.dim
 
     vec = make_vec_env(train_env, n_envs=args.n_envs, seed=args.seed)
     model = MaskablePPO(
-        "MlpPolicy",
+        DRRNPolicy if args.policy == "drrn" else "MlpPolicy",
         vec,
         n_steps=args.n_steps,
         batch_size=args.batch_size,
@@ -122,7 +136,7 @@ def run_env(name: str, args: argparse.Namespace) -> dict:
         learning_rate=args.lr,
         gamma=args.gamma,
         ent_coef=args.ent_coef,
-        policy_kwargs={"net_arch": [args.hidden, args.hidden]},
+        policy_kwargs=policy_kwargs,
         seed=args.seed,
         device="cpu",
         verbose=0,
@@ -152,6 +166,7 @@ def run_env(name: str, args: argparse.Namespace) -> dict:
     eval_env.close()
     return {
         "env_id": env_id,
+        "policy": args.policy,
         **setting,
         "eval_tasks": len(eval_ids),
         "timesteps": args.timesteps[name],
@@ -174,6 +189,7 @@ def print_table(results: dict) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--env", choices=["alfworld", "webshop", "both"], default="both")
+    parser.add_argument("--policy", choices=["mlp", "drrn"], default="mlp", help="flat MLP, or DRRN pair scoring")
     parser.add_argument("--alfworld-timesteps", type=int, default=150_000)
     parser.add_argument("--webshop-timesteps", type=int, default=60_000)
     parser.add_argument("--task-type", default="pick_and_place_simple")
@@ -182,7 +198,8 @@ def main() -> None:
     parser.add_argument("--eval-goals", type=int, default=100, help="first WebShop test goals evaluated")
     parser.add_argument("--random-repeats", type=int, default=3, help="seeds per task for the sampled/random policies")
     parser.add_argument("--num-actions", type=int, default=128, help="Discrete(K): admissible commands kept")
-    parser.add_argument("--dim", type=int, default=4096, help="hashed feature dimension")
+    parser.add_argument("--dim", type=int, default=4096, help="hashed feature dimension (drrn: of the state block)")
+    parser.add_argument("--slot-dim", type=int, default=256, help="drrn: hashed feature dimension of each command")
     parser.add_argument("--n-envs", type=int, default=8)
     parser.add_argument("--n-steps", type=int, default=128, help="rollout steps per env per PPO update")
     parser.add_argument("--batch-size", type=int, default=256)
@@ -192,8 +209,10 @@ def main() -> None:
     parser.add_argument("--ent-coef", type=float, default=0.01)
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "benchmarks" / "sb3_baseline.json")
+    parser.add_argument("--out", type=Path, help="JSON path (default results/benchmarks/sb3_baseline[_drrn].json)")
     args = parser.parse_args()
+    if args.out is None:
+        args.out = ROOT / "results" / "benchmarks" / ("sb3_baseline_drrn.json" if args.policy == "drrn" else "sb3_baseline.json")
     args.timesteps = {"alfworld": args.alfworld_timesteps, "webshop": args.webshop_timesteps}
     torch.set_num_threads(1)
 
