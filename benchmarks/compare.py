@@ -258,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="cells trained at once (each in its own process)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads per cell (default: CPUs / jobs)")
     parser.add_argument("--envs", nargs="+", default=None, help="only these of the preset's envs")
+    parser.add_argument("--only", nargs="+", default=None, metavar="BASE:VARIANT", help="only these cells (e.g. grpo:rspo-rank)")
     args = parser.parse_args(argv)
     preset = PRESETS[args.preset]
     if args.envs:
@@ -265,6 +266,12 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             parser.error(f"not in preset {args.preset!r}: {unknown} (it has {list(preset.envs)})")
         preset = replace(preset, envs=tuple(e for e in preset.envs if e in args.envs))
+    only = None
+    if args.only:
+        only = {tuple(item.split(":", 1)) for item in args.only}
+        wrong = sorted(":".join(c) for c in only if len(c) != 2 or c[0] not in preset.bases or c[1] not in preset.variants)
+        if wrong:
+            parser.error(f"--only {wrong}: not BASE:VARIANT cells of preset {args.preset!r}")
     threads = args.threads or max(1, (os.cpu_count() or 1) // max(1, args.jobs))
     out = args.out / args.preset
     (out / "cells").mkdir(parents=True, exist_ok=True)
@@ -275,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         for variant in preset.variants
         for seed in preset.seeds
         for env_id in preset.envs
-        if not _cell_path(out, env_id, base, variant, seed).exists()  # resumable: finished cells are not rerun
+        if (only is None or (base, variant) in only) and not _cell_path(out, env_id, base, variant, seed).exists()  # resumable
     ]
     starts = [env_id for env_id in preset.envs if not (out / "initial" / f"{env_id.split('/')[-1]}.json").exists()]
     # a fresh process per cell: its peak RSS is its own, and nothing leaks between cells

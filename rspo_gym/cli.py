@@ -162,7 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     quick.add_argument("--env", default=defaults.env_id, help=f"default: {defaults.env_id}")
     quick.add_argument("--base", choices=("grpo", "ppo", "gigpo"), default=defaults.base, help="RSPO's base algorithm")
     quick.add_argument("--swap", choices=("explorer", "rank", "anneal"), default=defaults.swap, help="RSPO's swap")
-    quick.add_argument("--model", default=defaults.model, help="tiny-alfworld, tiny, smollm2-135m, an HF id or a local path")
+    quick.add_argument("--model", default=defaults.model,
+                       help="tiny-alfworld, tiny-webshop, tiny, smollm2-135m, an HF id or a local path (default: the env's clone)")
     quick.add_argument("--warm-start", action="store_true", help="clone the expert first (~35-40 CPU minutes for tiny)")
     quick.add_argument("--task-type", default=defaults.task_type, help="ALFWorld task type of the task set")
     quick.add_argument("--train-tasks", type=int, default=defaults.train_tasks)

@@ -36,12 +36,13 @@ class QuickstartConfig:
     """RSPO's base algorithm: ``grpo``, ``ppo`` or ``gigpo``."""
     swap: str = "explorer"
     """RSPO's swap: ``explorer``, ``rank`` or ``anneal``."""
-    model: str = "tiny-alfworld"
-    """Model preset, Hugging Face id or local path."""
+    model: str | None = None
+    """Model preset, Hugging Face id or local path; None: the env's clone, ``tiny-alfworld`` or
+    ``tiny-webshop``."""
     warm_start: bool = False
     """Clone the expert before RL (``WarmStartConfig`` defaults: ~35-40 CPU minutes for ``tiny``)."""
-    history_length: int = 6
-    """Past steps in the prompt (the ``tiny-alfworld`` clone was trained with 6)."""
+    history_length: int | None = None
+    """Past steps in the prompt; None: what the env's clone was trained with (ALFWorld 6, WebShop 2)."""
     task_type: str = "pick_and_place_simple"
     """ALFWorld task type of the small task set."""
     train_tasks: int = 64
@@ -84,8 +85,22 @@ def alfworld_task_ids(split: str, task_type: str, count: int) -> list[int]:
     return ids
 
 
+def _is_alfworld(config: QuickstartConfig) -> bool:
+    return "alfworld" in config.env_id.lower()
+
+
+def resolved(config: QuickstartConfig) -> QuickstartConfig:
+    """``config`` with its env-dependent defaults (model, history length) filled in."""
+    alfworld = _is_alfworld(config)
+    return replace(
+        config,
+        model=config.model or ("tiny-alfworld" if alfworld else "tiny-webshop"),
+        history_length=config.history_length if config.history_length is not None else (6 if alfworld else 2),
+    )
+
+
 def _task_sets(config: QuickstartConfig) -> dict[str, Any]:
-    if "alfworld" in config.env_id.lower():
+    if _is_alfworld(config):
         return {
             "train_task_ids": alfworld_task_ids("train", config.task_type, config.train_tasks),
             "eval_task_ids": alfworld_task_ids("valid_seen", config.task_type, config.eval_tasks),
@@ -107,6 +122,7 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, A
     from rspo_gym.policies.warmstart import WarmStartConfig, warm_start
 
     start = time.perf_counter()
+    config = resolved(config)
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     for stale in ("metrics.jsonl", "metrics.csv", "checkpoint.pt"):
@@ -117,8 +133,10 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, A
     warm_history: list[dict] = []
     if config.warm_start:
         warm = WarmStartConfig(seed=config.seed, history_length=config.history_length)
-        if "alfworld" in config.env_id.lower():
+        if _is_alfworld(config):
             warm = replace(warm, task_types=(config.task_type,))
+        else:  # WebShop goals have no task types; clone on the train goals (as tiny-webshop was)
+            warm = replace(warm, task_types=None, env_kwargs=(("split", "train"),), episodes=400, epochs=3)
         warm = replace(warm, **config.warm_start_overrides)
         print(f"[1/3] warm start: cloning the expert on {config.env_id} ...", flush=True)
         warm_history = warm_start(policy, config.env_id, warm)
@@ -164,6 +182,7 @@ def _summarise(config, before, history, seconds, warm_history) -> dict[str, Any]
         "evaluations": evaluations,
         "iterations": len(history),
         "warm_start_final_loss": warm_history[-1]["loss"] if warm_history else None,
+        "warm_start_rows": warm_history[-1]["rows"] if warm_history else 0,
         "seconds": seconds,
     }
 

@@ -53,3 +53,21 @@ def test_quickstart_writes_the_results_folder(tmp_path):
     for name in ("metrics.csv", "config.json", "checkpoint.pt", "summary.md", "learning_curve.png"):
         assert (tmp_path / "qs" / name).exists(), name
     assert 0.0 <= summary["held_out_success_after_rl"] <= 1.0 and summary["iterations"] == 1
+
+
+def test_quickstart_on_webshop_uses_its_clone_and_can_warm_start(tmp_path):
+    """WebShop defaults to the WebShop clone and history 2; its warm start clones the shopper on
+    train goals (an ALFWorld task-type filter would leave no demonstrations at all)."""
+    pytest.importorskip("transformers")
+    from rspo_gym.quickstart import QuickstartConfig, resolved, run_quickstart
+
+    defaults = resolved(QuickstartConfig(env_id="rspo/WebShop-v0"))
+    assert (defaults.model, defaults.history_length) == ("tiny-webshop", 2)
+    assert (resolved(QuickstartConfig()).model, resolved(QuickstartConfig()).history_length) == ("tiny-alfworld", 6)
+    config = QuickstartConfig(
+        env_id="rspo/WebShop-v0", model="tiny", warm_start=True, warm_start_overrides={"episodes": 2, "epochs": 1},
+        train_tasks=2, eval_tasks=2, iterations=1, eval_every=1, output_dir=str(tmp_path / "qs"),
+        trainer_overrides={"num_groups": 1, "group_size": 2, "explorer_group_size": 1, "max_turns": 3, "progress": False},
+    )
+    summary = run_quickstart(config)
+    assert summary["warm_start_rows"] > 0 and summary["iterations"] == 1
