@@ -213,18 +213,22 @@ def _plot(cells: list[dict], initial: dict[str, dict], out: Path) -> None:
     for env in sorted({c["env"] for c in cells}):
         mine = [c for c in cells if c["env"] == env]
         if all(c.get("curve") for c in mine):
+            # WebShop's score is the informative number (success is rare at this scale); ALFWorld has no score
+            metric = "score" if "webshop" in env.lower() else "success"
             fig, axes = plt.subplots(1, len(BASES), figsize=(13, 3.8), dpi=120, sharey=True)
+            lines = {}
             for ax, base in zip(axes, BASES):
                 for k, variant in enumerate(VARIANTS):
                     for c in (c for c in mine if (c["base"], c["variant"]) == (base, variant)):
-                        start = [(0, initial[env]["success"])] if env in initial else []
-                        points = start + [(p["env_steps"], p["success"]) for p in c["curve"]]
-                        ax.plot(*zip(*points), marker="o", ms=3, color=f"C{k}", label=variant if c["seed"] == min(x["seed"] for x in mine) else None)
+                        start = [(0, initial[env][metric])] if env in initial else []
+                        points = start + [(p["env_steps"], p[metric]) for p in c["curve"]]
+                        (lines[variant],) = ax.plot(*zip(*points), marker="o", ms=3, color=f"C{k}", alpha=0.8)
                 ax.set_title(base)
                 ax.set_xlabel("env steps")
-            axes[0].set_ylabel("held-out success")
-            axes[-1].legend(fontsize=7)
-            fig.suptitle(f"{env}: held-out learning curves")
+            axes[0].set_ylabel(f"held-out {metric}")
+            ordered = [v for v in VARIANTS if v in lines]
+            fig.legend([lines[v] for v in ordered], ordered, loc="upper right", fontsize=7)
+            fig.suptitle(f"{env}: held-out learning curves (iteration 0 = the starting policy)")
         else:
             names, means, errors = [], [], []
             for base in BASES:
