@@ -317,7 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     cells = [json.loads(path.read_text()) for path in paths if path.exists()]
     starts = [out / "initial" / f"{env_id.split('/')[-1]}.json" for env_id in full.envs]
     initial = {env_id: json.loads(path.read_text()) for env_id, path in zip(full.envs, starts) if path.exists()}
-    table = summarise(cells, initial) + ("\n" + curves_table(cells, initial) if curves_table(cells, initial) else "")
+    curves = curves_table(cells, initial)
+    table = summarise(cells, initial) + ("\n" + curves if curves else "")
     (out / "compare.md").write_text(table, encoding="utf-8")
     write_json(out / "compare.json", {"preset": args.preset, "initial": initial, "cells": cells})
     _plot(cells, initial, out)

@@ -30,7 +30,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from benchmarks.common import write_json  # noqa: E402
 from rspo_gym.algos import GiGPOTrainer, GRPOTrainer, PPOTrainer  # noqa: E402
-from rspo_gym.quickstart import QuickstartConfig, _task_sets, resolved  # noqa: E402
+from rspo_gym.quickstart import QuickstartConfig, resolved, task_sets  # noqa: E402
 
 TRAINERS = {"grpo": GRPOTrainer, "gigpo": GiGPOTrainer, "ppo": PPOTrainer}
 
@@ -43,7 +43,7 @@ def run(base: str, config: QuickstartConfig, output_dir: Path) -> dict:
     trainer = TRAINERS[base](
         config.env_id, model=config.model, reward="outcome", seed=config.seed, iterations=config.iterations,
         eval_every=config.eval_every, history_length=config.history_length, output_dir=str(output_dir / base),
-        progress=False, **_task_sets(config), **overrides,
+        progress=False, **task_sets(config), **overrides,
     )
     before = trainer.evaluate()["eval/success"]
     history = trainer.learn(config.iterations, time_budget_s=config.budget_minutes * 60 - (time.perf_counter() - start))

@@ -56,8 +56,6 @@ SPLITS = {
     "rspo/ALFWorld-v0": {"valid_seen": 140, "valid_unseen": 134},
     "rspo/WebShop-v0": {"test": 500, "valid": 1000},
 }
-#: the split demonstrations are recorded on
-TRAIN_SPLIT = {"rspo/ALFWorld-v0": "train", "rspo/WebShop-v0": "train"}
 
 
 def evaluate(policy: LLMPolicy, env_id: str, split: str, tasks: int, history_length: int, temperature: float, seed: int) -> dict:
@@ -119,7 +117,7 @@ def main() -> None:
         schedule=args.schedule,
         task_types=tuple(args.task_types.split(",")) if args.task_types else None,
         seed=args.seed,
-        env_kwargs=(("split", TRAIN_SPLIT[args.env]),),
+        env_kwargs=(("split", "train"),),  # both envs record demonstrations on their train split
     )
     model, tokenizer = load_model(args.model, seed=args.seed, device=args.device, dtype=torch.float32)
     policy = LLMPolicy(model, tokenizer, seed=args.seed)

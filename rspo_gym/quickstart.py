@@ -99,7 +99,8 @@ def resolved(config: QuickstartConfig) -> QuickstartConfig:
     )
 
 
-def _task_sets(config: QuickstartConfig) -> dict[str, Any]:
+def task_sets(config: QuickstartConfig) -> dict[str, Any]:
+    """The training and held-out task ids (and splits) of the quick start's env, as trainer fields."""
     if _is_alfworld(config):
         return {
             "train_task_ids": alfworld_task_ids("train", config.task_type, config.train_tasks),
@@ -129,7 +130,7 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, A
         (out / stale).unlink(missing_ok=True)  # a new run, not a resume
     network, tokenizer = load_model(config.model, seed=config.seed)
     policy = LLMPolicy(network, tokenizer, value_head=config.base == "ppo", seed=config.seed)
-    task_sets = _task_sets(config)
+    tasks = task_sets(config)
     warm_history: list[dict] = []
     if config.warm_start:
         warm = WarmStartConfig(seed=config.seed, history_length=config.history_length)
@@ -153,13 +154,13 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, A
         eval_every=config.eval_every,
         output_dir=str(out),
         history_length=config.history_length,
-        **task_sets,
+        **tasks,
         **config.trainer_overrides,
     )
     print("[2/3] held-out evaluation of the starting policy ...", flush=True)
     before = trainer.evaluate()
     budget = 60.0 * config.budget_minutes - (time.perf_counter() - start)
-    print(f"[3/3] RSPO-{config.base} ({config.swap}) on {len(task_sets['train_task_ids'])} training tasks ...", flush=True)
+    print(f"[3/3] RSPO-{config.base} ({config.swap}) on {len(tasks['train_task_ids'])} training tasks ...", flush=True)
     history = trainer.learn(config.iterations, time_budget_s=budget)
     trainer.policy.save(out / "policy")
     summary = _summarise(config, before, history, time.perf_counter() - start, warm_history)
