@@ -16,6 +16,7 @@ per env.
 
     python benchmarks/compare.py --preset cpu-small      # <= 60 min on 2 cores (ALFWorld)
     python benchmarks/compare.py --preset curves --jobs 2  # every combination, both envs, curves
+    python benchmarks/compare.py --preset learning --jobs 2  # 11 cells x 2 envs at the quick start's scale
     python benchmarks/compare.py --preset gpu            # a lent accelerator, both envs
     python benchmarks/compare.py --preset micro          # seconds: checks the pipeline
 """
@@ -58,6 +59,19 @@ class Preset:
     """Held-out evaluation every this many iterations (a learning curve); 0: only at the end."""
     rspo: dict = field(default_factory=dict)
     """Extra ``RSPOConfig`` fields for the RSPO variants."""
+    iterations: int = 0
+    """Learner iterations per cell instead of the env-step budget (0: use ``env_steps``)."""
+    cells: tuple[tuple[str, str], ...] = ()
+    """Only these (base, variant) pairs of ``bases`` x ``variants``; empty: all of them."""
+    webshop_train_tasks: int = 0
+    """WebShop training goals: the first this many of the train split; 0: the whole split."""
+    webshop_outcome: str = "outcome"
+    """WebShop's outcome reward: ``outcome`` (10 x won, verl-agent) or ``score`` (10 x the purchase
+    score, the reward of WebShop's own RL); the dense variants add the process reward to it."""
+
+    def pairs(self) -> list[tuple[str, str]]:
+        every = [(base, variant) for base in self.bases for variant in self.variants]
+        return [pair for pair in every if not self.cells or pair in self.cells]
 
 
 PRESETS = {
@@ -67,6 +81,12 @@ PRESETS = {
     # Issue 5's evidence: all 15 combinations on both envs, one seed, a held-out curve per cell.
     "curves": Preset(("rspo/ALFWorld-v0", "rspo/WebShop-v0"), (0,), 480, 20, variants=VARIANTS, eval_every=1,
                      trainer={"num_groups": 2, "group_size": 4, "max_turns": 20}, rspo={"anneal_iterations": 4}),
+    # Issue 5's learning evidence at the quick start's scale: the nine base x {outcome, dense,
+    # explorer} cells plus GRPO rank and anneal, 6 iterations of 4 groups x 4 (PPO: 16 x 1), both envs.
+    "learning": Preset(("rspo/ALFWorld-v0", "rspo/WebShop-v0"), (0,), 0, 30, variants=VARIANTS, eval_every=2, iterations=6,
+                       cells=tuple((b, v) for b in BASES for v in VARIANTS[:3]) + (("grpo", "rspo-rank"), ("grpo", "rspo-anneal")),
+                       trainer={"num_groups": 4, "group_size": 4, "max_turns": 25}, rspo={"anneal_iterations": 4},
+                       webshop_train_tasks=64, webshop_outcome="score"),
     "gpu": Preset(("rspo/ALFWorld-v0", "rspo/WebShop-v0"), (0, 1, 2), 20000, 140,
                   trainer={"num_groups": 8, "group_size": 8, "max_turns": None, "micro_batch_size": 64}),
 }
@@ -83,14 +103,17 @@ def _task_sets(env_id: str, preset: Preset) -> dict:
             "history_length": 6,
             "eval_temperature": 0.5,
         }
-    return {"env_kwargs": {"split": "train"}, "eval_task_ids": list(range(preset.eval_tasks)), "eval_split": "test"}
+    train = {"train_task_ids": list(range(preset.webshop_train_tasks))} if preset.webshop_train_tasks else {}
+    return {"env_kwargs": {"split": "train"}, **train, "eval_task_ids": list(range(preset.eval_tasks)), "eval_split": "test"}
 
 
 def _trainer(env_id: str, base: str, variant: str, seed: int, preset: Preset):
     from rspo_gym.algos import GiGPOTrainer, GRPOTrainer, PPOTrainer, RSPOTrainer
 
     model = {"alfworld": "tiny-alfworld", "webshop": "tiny-webshop"}.get(env_id.split("/")[-1].split("-")[0].lower(), "tiny")
-    common = dict(seed=seed, progress=False, eval_every=preset.eval_every, learning_rate=3e-4, **_task_sets(env_id, preset), **preset.trainer)
+    outcome = preset.webshop_outcome if "webshop" in env_id.lower() else "outcome"
+    common = dict(seed=seed, progress=False, eval_every=preset.eval_every, learning_rate=3e-4, dense_outcome=outcome,
+                  **_task_sets(env_id, preset), **preset.trainer)
     if base == "ppo":
         common["group_size"], common["num_groups"] = 1, common.get("num_groups", 2) * common.get("group_size", 4)
     if variant.startswith("rspo"):
@@ -100,9 +123,9 @@ def _trainer(env_id: str, base: str, variant: str, seed: int, preset: Preset):
             extra["explorer_group_size"] = max(1, common.get("group_size", 4) // 2)
         if base == "ppo" and swap == "explorer":
             common["group_size"], common["num_groups"] = 2, common["num_groups"] // 2
-        return RSPOTrainer(env_id, model=model, base=base, swap=swap, **common, **extra)
+        return RSPOTrainer(env_id, model=model, base=base, swap=swap, reward=outcome, **common, **extra)
     cls = {"grpo": GRPOTrainer, "ppo": PPOTrainer, "gigpo": GiGPOTrainer}[base]
-    return cls(env_id, model=model, reward=variant, **common)
+    return cls(env_id, model=model, reward=outcome if variant == "outcome" else variant, **common)
 
 
 def _set_threads(threads: int) -> None:
@@ -122,9 +145,9 @@ def run_cell(env_id: str, base: str, variant: str, seed: int, preset: Preset, th
 
     def within_budget(_trainer, metrics) -> bool:
         steps["n"] += int(metrics["env_steps"])
-        return steps["n"] < preset.env_steps
+        return preset.iterations > 0 or steps["n"] < preset.env_steps
 
-    history = trainer.learn(10_000, callback=within_budget)
+    history = trainer.learn(preset.iterations or 10_000, callback=within_budget)
     final = history[-1] if "eval/success" in history[-1] else trainer.evaluate()
     trainer.close()
     curve, done = [], 0
@@ -273,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     only = None
     if args.only:
         only = {tuple(item.split(":", 1)) for item in args.only}
-        wrong = sorted(":".join(c) for c in only if len(c) != 2 or c[0] not in preset.bases or c[1] not in preset.variants)
+        wrong = sorted(":".join(c) for c in only if c not in preset.pairs())
         if wrong:
             parser.error(f"--only {wrong}: not BASE:VARIANT cells of preset {args.preset!r}")
     threads = args.threads or max(1, (os.cpu_count() or 1) // max(1, args.jobs))
@@ -282,8 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     (out / "initial").mkdir(parents=True, exist_ok=True)
     todo = [  # envs interleaved, so a partial run has numbers for each
         (env_id, base, variant, seed)
-        for base in preset.bases
-        for variant in preset.variants
+        for base, variant in preset.pairs()
         for seed in preset.seeds
         for env_id in preset.envs
         if (only is None or (base, variant) in only) and not _cell_path(out, env_id, base, variant, seed).exists()  # resumable
@@ -313,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     # the table covers every finished cell of the whole preset, also those of envs run separately
     full = PRESETS[args.preset]
-    paths = [_cell_path(out, env_id, base, variant, seed) for env_id in full.envs for base in full.bases for variant in full.variants for seed in full.seeds]
+    paths = [_cell_path(out, env_id, base, variant, seed) for env_id in full.envs for base, variant in full.pairs() for seed in full.seeds]
     cells = [json.loads(path.read_text()) for path in paths if path.exists()]
     starts = [out / "initial" / f"{env_id.split('/')[-1]}.json" for env_id in full.envs]
     initial = {env_id: json.loads(path.read_text()) for env_id, path in zip(full.envs, starts) if path.exists()}

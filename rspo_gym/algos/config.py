@@ -59,6 +59,16 @@ class TrainerConfig:
     """ProcessReward potential; None picks the env family's (ALFWorld ``milestones``, WebShop ``score``)."""
     process_coef: float = 1.0
     """Weight of the process reward in ``dense``."""
+    dense_outcome: str = "outcome"
+    """The outcome term of ``dense`` (and of RSPO's explorer): ``outcome`` (10 x won) or ``score``
+    (10 x the env's reward, WebShop's purchase score), to pair dense baselines with a ``score`` run."""
+    process_gamma: float | None = None
+    """Discount γ of the shaping term γΦ(s') − Φ(s); None: the discount the algorithm credits steps
+    with (GiGPO's ``gamma``, 1 for GRPO and PPO). Shaping changes no step's relative credit only
+    at the return's own discount (Ng et al., 1999). With 1 under GiGPO's 0.95, WebShop's zeroed
+    terminal potential makes putting off a purchase worth the discount gap, and step-group
+    normalisation blows that gap up to full-size advantages: dense GiGPO stopped buying (score
+    0.40 → 0.00 in ``benchmarks/compare.py --preset curves``)."""
 
     # -- optimisation
     learning_rate: float = 1e-4

@@ -41,8 +41,14 @@ def default_eval_split(env_id: str | None) -> str | None:
 class EnvFactory:
     """``gym.make(env, **kwargs)`` (+ ``ProcessReward`` in info mode); picklable for worker processes."""
 
-    def __init__(self, env: str | gym.envs.registration.EnvSpec | Callable[[], gym.Env], kwargs: dict | None = None, potential: str | None = None):
-        self.env, self.kwargs, self.potential = env, dict(kwargs or {}), potential
+    def __init__(
+        self,
+        env: str | gym.envs.registration.EnvSpec | Callable[[], gym.Env],
+        kwargs: dict | None = None,
+        potential: str | None = None,
+        process_gamma: float = 1.0,
+    ):
+        self.env, self.kwargs, self.potential, self.process_gamma = env, dict(kwargs or {}), potential, process_gamma
 
     def __call__(self) -> gym.Env:
         import rspo_gym  # noqa: F401  (registers our envs in worker processes)
@@ -51,7 +57,7 @@ class EnvFactory:
         if isinstance(env, ProcessReward) or not hasattr(env.unwrapped, "process_potential"):
             return env
         potential = self.potential or default_potential(env)
-        return ProcessReward(env, potential=potential, mode="info") if potential else env
+        return ProcessReward(env, potential=potential, gamma=self.process_gamma, mode="info") if potential else env
 
     def with_kwargs(self, **kwargs: Any) -> "EnvFactory":
         """The same env with extra ``gym.make`` arguments (e.g. the evaluation split).
@@ -61,7 +67,7 @@ class EnvFactory:
         """
         if callable(self.env):
             return self
-        return EnvFactory(self.env, {**self.kwargs, **kwargs}, self.potential)
+        return EnvFactory(self.env, {**self.kwargs, **kwargs}, self.potential, self.process_gamma)
 
 
 def make_vector_env(
@@ -71,6 +77,7 @@ def make_vector_env(
     *,
     env_kwargs: dict | None = None,
     potential: str | None = None,
+    process_gamma: float = 1.0,
     processes: int = 0,
 ) -> tuple[GroupedVectorEnv, EnvFactory | None]:
     """A ``GroupedVectorEnv`` for ``env`` and the factory behind it (None for a given vector env).
@@ -83,9 +90,9 @@ def make_vector_env(
     if isinstance(env, gym.Env):
         if env.spec is None:
             raise ValueError("this env instance has no registered spec: pass a factory (a callable returning a new env)")
-        factory = EnvFactory(env.spec, env_kwargs, potential)
+        factory = EnvFactory(env.spec, env_kwargs, potential, process_gamma)
     elif isinstance(env, str) or callable(env):
-        factory = EnvFactory(env, env_kwargs, potential)
+        factory = EnvFactory(env, env_kwargs, potential, process_gamma)
     else:
         raise TypeError(f"env must be an env id, an env, a factory or a GroupedVectorEnv, got {type(env).__name__}")
     return GroupedVectorEnv(factory, num_groups, group_size, processes=processes), factory

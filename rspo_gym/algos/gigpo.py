@@ -39,5 +39,8 @@ class GiGPOTrainer(Trainer):
     algo = "gigpo"
     config_class = GiGPOConfig
 
+    def step_discount(self) -> float:
+        return self.config.gamma
+
     def estimate(self, view, batch, old_values):
         return gigpo_estimate(view, self.config)

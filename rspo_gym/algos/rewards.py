@@ -8,7 +8,8 @@
 Conventions (verl-agent, reference §2.3): ``outcome`` pays ``success_reward`` (10) on the winning
 step and nothing else; ``score`` pays ``success_reward x`` the env reward (WebShop's purchase score,
 ALFWorld's 0/1 win, so identical to ``outcome`` there); ``dense`` adds the process reward
-(``process_coef x info["process_reward"]``) to ``outcome`` on every step. RSPO's learner only ever
+(``process_coef x info["process_reward"]``) on every step to ``outcome``, or to ``score`` with
+``dense_outcome="score"``. RSPO's learner only ever
 sees ``outcome`` or ``score``; ``dense`` is for the baselines and for RSPO's explorer.
 """
 
@@ -29,6 +30,7 @@ def training_step_rewards(
     *,
     success_reward: float = 10.0,
     process_coef: float = 1.0,
+    dense_outcome: str = "outcome",
 ) -> torch.Tensor:
     """Per-row training reward.
 
@@ -37,18 +39,23 @@ def training_step_rewards(
         wins: (B,) bool, True on the final row of a won trajectory.
         process_rewards: (B,) ``info["process_reward"]`` of each row.
         kind: one of ``REWARD_KINDS``.
+        dense_outcome: the outcome term of ``dense``: ``outcome`` or ``score``.
 
     >>> training_step_rewards(torch.tensor([0., 0.75]), torch.tensor([False, False]), torch.tensor([.5, .2]), "score").tolist()
     [0.0, 7.5]
+    >>> training_step_rewards(torch.tensor([0., 0.75]), torch.tensor([False, False]), torch.tensor([.5, .25]), "dense", dense_outcome="score").tolist()
+    [0.5, 7.75]
     """
     if kind not in REWARD_KINDS:
         raise ValueError(f"unknown reward kind {kind!r}; expected one of {REWARD_KINDS}")
+    if dense_outcome not in ("outcome", "score"):
+        raise ValueError(f"dense_outcome must be 'outcome' or 'score', got {dense_outcome!r}")
     if kind == "score":
         return success_reward * env_rewards.double()
-    outcome = success_reward * wins.double()
     if kind == "dense":
+        outcome = training_step_rewards(env_rewards, wins, process_rewards, dense_outcome, success_reward=success_reward)
         return outcome + process_coef * process_rewards.double()
-    return outcome
+    return success_reward * wins.double()
 
 
 def episode_scores(step_rewards: torch.Tensor, traj_ids: torch.Tensor) -> torch.Tensor:

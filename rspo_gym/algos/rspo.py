@@ -134,6 +134,9 @@ class RSPOTrainer(Trainer):
             self.sync_explorer()
 
     # -- estimator of the base algorithm
+    def step_discount(self) -> float:
+        return self.config.gamma if self.config.base == "gigpo" else 1.0
+
     def estimate(self, view, batch, old_values) -> Estimate:
         if self.config.base == "grpo":
             return grpo_estimate(view, self.config)

@@ -98,6 +98,7 @@ class Trainer:
             self.config.group_size,
             env_kwargs=self.config.env_kwargs,
             potential=self.config.process_potential,
+            process_gamma=self.process_gamma,
             processes=self.config.processes,
         )
         self.env_id = self.venv.spec.id if self.venv.spec is not None else None
@@ -196,6 +197,17 @@ class Trainer:
         return collect(self.policy, self.venv, self.collect_config(it), **self.tasks(it))
 
     # ------------------------------------------------------------------ rewards and advantages
+    def step_discount(self) -> float:
+        """The discount between env steps in the advantage estimator (1: trajectory-level credit)."""
+        return 1.0
+
+    @property
+    def process_gamma(self) -> float:
+        """γ of the process reward's shaping term: the config's, else :meth:`step_discount`."""
+        if self.config.process_gamma is not None:
+            return self.config.process_gamma
+        return self.step_discount()
+
     def reward_kind(self, it: int) -> str:
         return self.config.reward
 
@@ -212,6 +224,7 @@ class Trainer:
             kind,
             success_reward=self.config.success_reward,
             process_coef=self.config.process_coef,
+            dense_outcome=self.config.dense_outcome,
         )
         return RewardView(
             step_rewards=step,
@@ -439,6 +452,8 @@ class Trainer:
     # ------------------------------------------------------------------ construction
     def _validate(self) -> None:
         c = self.config
+        if c.dense_outcome not in ("outcome", "score"):
+            raise ValueError(f"dense_outcome must be 'outcome' or 'score', got {c.dense_outcome!r}")
         for name in ("num_groups", "group_size", "mini_batch_size", "micro_batch_size", "ppo_epochs"):
             value = getattr(c, name)
             if not isinstance(value, int) or value < 1:

@@ -62,3 +62,20 @@ def test_curves_table_starts_from_the_initial_policy():
     old = {k: v for k, v in cell.items() if k not in ("seconds_per_iteration", "peak_rss_mb", "curve")}
     assert "| – | – |" in compare.summarise([old], {})  # cells recorded before those fields existed
     assert compare.curves_table([old], {}) == ""
+
+
+def test_learning_preset_has_the_eleven_combinations_and_scores_webshop():
+    compare = _compare_module()
+    preset = compare.PRESETS["learning"]
+    pairs = preset.pairs()
+    expected = {(base, variant) for base in ("grpo", "ppo", "gigpo") for variant in ("outcome", "dense", "rspo-explorer")}
+    assert set(pairs) == expected | {("grpo", "rspo-rank"), ("grpo", "rspo-anneal")} and len(pairs) == 11
+    dense = compare._trainer("rspo/WebShop-v0", "gigpo", "dense", 0, preset)
+    explorer = compare._trainer("rspo/WebShop-v0", "grpo", "rspo-explorer", 0, preset)
+    alfworld = compare._trainer("rspo/ALFWorld-v0", "grpo", "outcome", 0, preset)
+    assert (dense.config.reward, dense.config.dense_outcome, dense.process_gamma) == ("dense", "score", 0.95)
+    assert (explorer.config.reward, explorer.config.dense_outcome) == ("score", "score")
+    assert (alfworld.config.reward, alfworld.config.dense_outcome) == ("outcome", "outcome")
+    assert dense.config.train_task_ids == list(range(64))
+    for trainer in (dense, explorer, alfworld):
+        trainer.close()

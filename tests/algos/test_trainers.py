@@ -136,6 +136,8 @@ def test_bad_arguments_get_clear_errors():
         GRPOTrainer("rspo/ALFWorld-v0", learning_rat=1.0)
     with pytest.raises(ValueError, match="group_size"):
         GRPOTrainer("rspo/ALFWorld-v0", group_size=0)
+    with pytest.raises(ValueError, match="dense_outcome"):
+        GRPOTrainer("rspo/ALFWorld-v0", reward="dense", dense_outcome="won")
     with pytest.raises(ValueError, match="reward kind"):
         GRPOTrainer("rspo/ALFWorld-v0", reward="vibes", **SMALL).learn()
 
