@@ -65,6 +65,8 @@ class Preset:
     """Only these (base, variant) pairs of ``bases`` x ``variants``; empty: all of them."""
     webshop_train_tasks: int = 0
     """WebShop training goals: the first this many of the train split; 0: the whole split."""
+    webshop_eval_tasks: int = 0
+    """Held-out WebShop goals per evaluation; 0: ``eval_tasks`` (greedy scores vary more per goal)."""
     webshop_outcome: str = "outcome"
     """WebShop's outcome reward: ``outcome`` (10 x won, verl-agent) or ``score`` (10 x the purchase
     score, the reward of WebShop's own RL); the dense variants add the process reward to it."""
@@ -86,7 +88,7 @@ PRESETS = {
     "learning": Preset(("rspo/ALFWorld-v0", "rspo/WebShop-v0"), (0,), 0, 30, variants=VARIANTS, eval_every=2, iterations=6,
                        cells=tuple((b, v) for b in BASES for v in VARIANTS[:3]) + (("grpo", "rspo-rank"), ("grpo", "rspo-anneal")),
                        trainer={"num_groups": 4, "group_size": 4, "max_turns": 25}, rspo={"anneal_iterations": 4},
-                       webshop_train_tasks=64, webshop_outcome="score"),
+                       webshop_train_tasks=64, webshop_eval_tasks=100, webshop_outcome="score"),
     "gpu": Preset(("rspo/ALFWorld-v0", "rspo/WebShop-v0"), (0, 1, 2), 20000, 140,
                   trainer={"num_groups": 8, "group_size": 8, "max_turns": None, "micro_batch_size": 64}),
 }
@@ -104,7 +106,7 @@ def _task_sets(env_id: str, preset: Preset) -> dict:
             "eval_temperature": 0.5,
         }
     train = {"train_task_ids": list(range(preset.webshop_train_tasks))} if preset.webshop_train_tasks else {}
-    return {"env_kwargs": {"split": "train"}, **train, "eval_task_ids": list(range(preset.eval_tasks)), "eval_split": "test"}
+    return {"env_kwargs": {"split": "train"}, **train, "eval_task_ids": list(range(preset.webshop_eval_tasks or preset.eval_tasks)), "eval_split": "test"}
 
 
 def _trainer(env_id: str, base: str, variant: str, seed: int, preset: Preset):
