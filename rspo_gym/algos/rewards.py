@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["REWARD_KINDS", "training_step_rewards", "episode_scores", "invalid_penalty"]
+__all__ = ["REWARD_KINDS", "DENSE_OUTCOMES", "training_step_rewards", "episode_scores", "invalid_penalty"]
 
 REWARD_KINDS = ("outcome", "score", "dense")
+DENSE_OUTCOMES = ("outcome", "score")
 
 
 def training_step_rewards(
@@ -48,8 +49,8 @@ def training_step_rewards(
     """
     if kind not in REWARD_KINDS:
         raise ValueError(f"unknown reward kind {kind!r}; expected one of {REWARD_KINDS}")
-    if dense_outcome not in ("outcome", "score"):
-        raise ValueError(f"dense_outcome must be 'outcome' or 'score', got {dense_outcome!r}")
+    if dense_outcome not in DENSE_OUTCOMES:
+        raise ValueError(f"dense_outcome must be one of {DENSE_OUTCOMES}, got {dense_outcome!r}")
     if kind == "score":
         return success_reward * env_rewards.double()
     if kind == "dense":

@@ -33,7 +33,7 @@ import torch
 from rspo_gym.algos.config import TrainerConfig, save_config
 from rspo_gym.algos.envs import default_eval_split, make_vector_env
 from rspo_gym.algos.losses import agg_loss, kl_penalty, ppo_policy_loss, value_loss
-from rspo_gym.algos.rewards import episode_scores, training_step_rewards
+from rspo_gym.algos.rewards import DENSE_OUTCOMES, episode_scores, training_step_rewards
 from rspo_gym.policies.generation import GenerationConfig
 from rspo_gym.rollout.collector import CollectConfig, collect
 from rspo_gym.rollout.trajectory import Rollout, TrainingBatch, to_batch
@@ -452,8 +452,8 @@ class Trainer:
     # ------------------------------------------------------------------ construction
     def _validate(self) -> None:
         c = self.config
-        if c.dense_outcome not in ("outcome", "score"):
-            raise ValueError(f"dense_outcome must be 'outcome' or 'score', got {c.dense_outcome!r}")
+        if c.dense_outcome not in DENSE_OUTCOMES:
+            raise ValueError(f"dense_outcome must be one of {DENSE_OUTCOMES}, got {c.dense_outcome!r}")
         for name in ("num_groups", "group_size", "mini_batch_size", "micro_batch_size", "ppo_epochs"):
             value = getattr(c, name)
             if not isinstance(value, int) or value < 1:
