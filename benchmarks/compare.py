@@ -70,6 +70,13 @@ class Preset:
     webshop_outcome: str = "outcome"
     """WebShop's outcome reward: ``outcome`` (10 x won, verl-agent) or ``score`` (10 x the purchase
     score, the reward of WebShop's own RL); the dense variants add the process reward to it."""
+    webshop_eval_repeats: int = 0
+    """> 0: WebShop's learning curve is measured on the training goals themselves (the small task
+    set), this many seeded episodes each; the held-out test goals are then measured at the start
+    and the end only (``heldout`` in the cell and initial records). 0: the curve is held-out."""
+    webshop_trainer: dict = field(default_factory=dict)
+    """Trainer settings of the WebShop cells only, over ``trainer`` (per-env recipes, as verl-agent's
+    per-env scripts)."""
 
     def pairs(self) -> list[tuple[str, str]]:
         every = [(base, variant) for base in self.bases for variant in self.variants]
@@ -85,10 +92,15 @@ PRESETS = {
                      trainer={"num_groups": 2, "group_size": 4, "max_turns": 20}, rspo={"anneal_iterations": 4}),
     # Issue 5's learning evidence at the quick start's scale: the nine base x {outcome, dense,
     # explorer} cells plus GRPO rank and anneal, 6 iterations of 4 groups x 4 (PPO: 16 x 1), both envs.
+    # ALFWorld: 64 training tasks, curve on 30 held-out ones. WebShop (the 0.9M clone does not move
+    # held-out goals in CPU minutes): 4 training goals, curve on them (8 episodes each at verl-agent's
+    # validation temperature 0.4), 100 held-out test goals at start and end; a larger step
+    # (lr 1e-3, 2 epochs of 16-row mini-batches) since 6 iterations at 3e-4 barely move the clone.
     "learning": Preset(("rspo/ALFWorld-v0", "rspo/WebShop-v0"), (0,), 0, 30, variants=VARIANTS, eval_every=2, iterations=6,
                        cells=tuple((b, v) for b in BASES for v in VARIANTS[:3]) + (("grpo", "rspo-rank"), ("grpo", "rspo-anneal")),
                        trainer={"num_groups": 4, "group_size": 4, "max_turns": 25}, rspo={"anneal_iterations": 4},
-                       webshop_train_tasks=64, webshop_eval_tasks=100, webshop_outcome="score"),
+                       webshop_train_tasks=4, webshop_eval_tasks=100, webshop_outcome="score", webshop_eval_repeats=8,
+                       webshop_trainer={"learning_rate": 1e-3, "ppo_epochs": 2, "mini_batch_size": 16, "eval_temperature": 0.4}),
     "gpu": Preset(("rspo/ALFWorld-v0", "rspo/WebShop-v0"), (0, 1, 2), 20000, 140,
                   trainer={"num_groups": 8, "group_size": 8, "max_turns": None, "micro_batch_size": 64}),
 }
@@ -105,8 +117,24 @@ def _task_sets(env_id: str, preset: Preset) -> dict:
             "history_length": 6,
             "eval_temperature": 0.5,
         }
-    train = {"train_task_ids": list(range(preset.webshop_train_tasks))} if preset.webshop_train_tasks else {}
-    return {"env_kwargs": {"split": "train"}, **train, "eval_task_ids": list(range(preset.webshop_eval_tasks or preset.eval_tasks)), "eval_split": "test"}
+    train = list(range(preset.webshop_train_tasks))
+    if preset.webshop_eval_repeats:
+        curve = {"eval_task_ids": train * preset.webshop_eval_repeats, "eval_split": "train"}
+    else:
+        curve = {"eval_task_ids": _webshop_heldout(preset), "eval_split": "test"}
+    return {"env_kwargs": {"split": "train"}, **({"train_task_ids": train} if train else {}), **curve}
+
+
+def _webshop_heldout(preset: Preset) -> list[int]:
+    return list(range(preset.webshop_eval_tasks or preset.eval_tasks))
+
+
+def _heldout(trainer, env_id: str, preset: Preset) -> dict | None:
+    """Held-out success and score, when the learning curve is measured on the training goals."""
+    if "webshop" not in env_id.lower() or not preset.webshop_eval_repeats:
+        return None
+    metrics = trainer.evaluate(task_ids=_webshop_heldout(preset), split="test")
+    return {"success": metrics["eval/success"], "score": metrics["eval/score"], "tasks": len(_webshop_heldout(preset))}
 
 
 def _trainer(env_id: str, base: str, variant: str, seed: int, preset: Preset):
@@ -114,8 +142,8 @@ def _trainer(env_id: str, base: str, variant: str, seed: int, preset: Preset):
 
     model = {"alfworld": "tiny-alfworld", "webshop": "tiny-webshop"}.get(env_id.split("/")[-1].split("-")[0].lower(), "tiny")
     outcome = preset.webshop_outcome if "webshop" in env_id.lower() else "outcome"
-    common = dict(seed=seed, progress=False, eval_every=preset.eval_every, learning_rate=3e-4, dense_outcome=outcome,
-                  **_task_sets(env_id, preset), **preset.trainer)
+    common = dict(seed=seed, progress=False, eval_every=preset.eval_every, learning_rate=3e-4, dense_outcome=outcome)
+    common.update(_task_sets(env_id, preset), **preset.trainer, **(preset.webshop_trainer if "webshop" in env_id.lower() else {}))
     if base == "ppo":
         common["group_size"], common["num_groups"] = 1, common.get("num_groups", 2) * common.get("group_size", 4)
     if variant.startswith("rspo"):
@@ -151,6 +179,7 @@ def run_cell(env_id: str, base: str, variant: str, seed: int, preset: Preset, th
 
     history = trainer.learn(preset.iterations or 10_000, callback=within_budget)
     final = history[-1] if "eval/success" in history[-1] else trainer.evaluate()
+    heldout = _heldout(trainer, env_id, preset)
     trainer.close()
     curve, done = [], 0
     for row in history:
@@ -166,6 +195,7 @@ def run_cell(env_id: str, base: str, variant: str, seed: int, preset: Preset, th
         "seconds_per_iteration": statistics.mean(row["time/collect_s"] + row["time/update_s"] for row in history),
         "peak_rss_mb": peak_rss_mb(),
         "curve": curve,
+        **({"heldout": heldout} if heldout else {}),
     }
 
 
@@ -174,8 +204,9 @@ def evaluate_start(env_id: str, preset: Preset, threads: int = 1) -> dict:
     _set_threads(threads)
     trainer = _trainer(env_id, "grpo", "outcome", 0, preset)
     metrics = trainer.evaluate()
+    heldout = _heldout(trainer, env_id, preset)
     trainer.close()
-    return {"env": env_id, "success": metrics["eval/success"], "score": metrics["eval/score"]}
+    return {"env": env_id, "success": metrics["eval/success"], "score": metrics["eval/score"], **({"heldout": heldout} if heldout else {})}
 
 
 def _mean_std(values: list[float]) -> str:

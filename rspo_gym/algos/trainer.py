@@ -107,7 +107,7 @@ class Trainer:
         self.reference = self._frozen_copy(self.policy) if self.config.kl_coef > 0 else None
         self.iteration = 0
         self.history: list[dict[str, Any]] = []
-        self._eval_venv: GroupedVectorEnv | None = None
+        self._eval_venvs: dict[tuple[str | None, int], GroupedVectorEnv] = {}
         self._writer = None
         self.output_dir = Path(self.config.output_dir) if self.config.output_dir else None
         if self.output_dir is not None:
@@ -349,25 +349,30 @@ class Trainer:
                 metrics[f"{prefix}/success_{task_type}"] = sum(wins) / len(wins)
         return metrics
 
-    def evaluate(self, tasks: int | None = None) -> dict[str, float]:
-        """Success and score on held-out tasks, one greedy-or-low-temperature episode each."""
+    def evaluate(self, tasks: int | None = None, *, task_ids: list[int] | None = None, split: str | None = None) -> dict[str, float]:
+        """Success and score on held-out tasks, one greedy-or-low-temperature episode each.
+
+        ``task_ids`` and ``split`` override the config's ``eval_task_ids`` and ``eval_split`` for
+        this call, so one trainer can be measured on its training set and on a held-out split.
+        """
         c = self.config
-        ids = c.eval_task_ids or list(range(tasks or c.eval_tasks))
-        venv = self._evaluation_env(len(ids))
+        ids = task_ids or c.eval_task_ids or list(range(tasks or c.eval_tasks))
+        venv = self._evaluation_env(len(ids), split or c.eval_split or default_eval_split(self.env_id))
         if venv is self.venv:  # a user-given vector env: evaluate on it with the evaluation seed
             rollout = collect(self.policy, venv, self.collect_config(0, evaluation=True), seed=c.eval_seed)
         else:
             rollout = collect(self.policy, venv, self.collect_config(0, evaluation=True), task_ids=ids)
         return self.rollout_metrics(rollout, prefix="eval")
 
-    def _evaluation_env(self, count: int) -> GroupedVectorEnv:
+    def _evaluation_env(self, count: int, split: str | None) -> GroupedVectorEnv:
+        """One vector env per (split, size), built on first use and kept for later evaluations."""
         if self.env_factory is None:
             return self.venv
-        if self._eval_venv is None or self._eval_venv.num_groups != count:
-            split = self.config.eval_split or default_eval_split(self.env_id)
+        key = (split, count)
+        if key not in self._eval_venvs:
             factory = self.env_factory.with_kwargs(split=split) if split else self.env_factory
-            self._eval_venv, _ = make_vector_env(factory, count, 1)
-        return self._eval_venv
+            self._eval_venvs[key], _ = make_vector_env(factory, count, 1)
+        return self._eval_venvs[key]
 
     def _eval_due(self, it: int, total: int) -> bool:
         every = self.config.eval_every
@@ -485,8 +490,8 @@ class Trainer:
 
     def close(self) -> None:
         self.venv.close()
-        if self._eval_venv is not None:
-            self._eval_venv.close()
+        for venv in self._eval_venvs.values():
+            venv.close()
         if self._writer:
             self._writer.close()
 

@@ -76,6 +76,8 @@ def test_learning_preset_has_the_eleven_combinations_and_scores_webshop():
     assert (dense.config.reward, dense.config.dense_outcome, dense.process_gamma) == ("dense", "score", 0.95)
     assert (explorer.config.reward, explorer.config.dense_outcome) == ("score", "score")
     assert (alfworld.config.reward, alfworld.config.dense_outcome) == ("outcome", "outcome")
-    assert dense.config.train_task_ids == list(range(64))
+    assert dense.config.train_task_ids == [0, 1, 2, 3] and dense.config.eval_task_ids == [0, 1, 2, 3] * 8
+    assert (dense.config.eval_split, dense.config.eval_temperature, dense.config.learning_rate) == ("train", 0.4, 1e-3)
+    assert (alfworld.config.eval_split, alfworld.config.learning_rate) == ("valid_seen", 3e-4)  # WebShop's recipe stays WebShop's
     for trainer in (dense, explorer, alfworld):
         trainer.close()
