@@ -58,9 +58,12 @@ def test_curves_table_starts_from_the_initial_policy():
     initial = {"rspo/WebShop-v0": {"success": 0.0, "score": 0.2}}
     assert "| rspo/WebShop-v0 | gigpo | rspo-anneal | 0 | 0: 0.00 (0.20) → 1: 0.05 (0.30) → 2: 0.10 (0.40) |" in compare.curves_table([cell], initial)
     row = compare.summarise([cell], initial).splitlines()[2]
-    assert row == "| rspo/WebShop-v0 | gigpo | rspo-anneal | 1 | 0.100 (0.000) | 0.400 (0.200) | 20 | 900 | 1.0 | 100 |"
+    assert row == "| rspo/WebShop-v0 | gigpo | rspo-anneal | 1 | 0.100 (0.000) | 0.400 (0.200) | – | 20 | 900 | 1.0 | 100 |"
+    measured = {**cell, "heldout": {"success": 0.05, "score": 0.35, "tasks": 100}}
+    start = {"rspo/WebShop-v0": {**initial["rspo/WebShop-v0"], "heldout": {"success": 0.1, "score": 0.41, "tasks": 100}}}
+    assert "| 0.400 (0.200) | 0.350 (0.410) | 20 |" in compare.summarise([measured], start)
     old = {k: v for k, v in cell.items() if k not in ("seconds_per_iteration", "peak_rss_mb", "curve")}
-    assert "| – | – |" in compare.summarise([old], {})  # cells recorded before those fields existed
+    assert "| – | – | – |" in compare.summarise([old], {})  # cells recorded before those fields existed
     assert compare.curves_table([old], {}) == ""
 
 
