@@ -13,7 +13,10 @@
   when the process reward of a fixed buffer changes.
 - ``swap="rank"`` (F2): one policy; inside each group, trajectories sorted by (outcome, process
   return) receive the group's process returns in that sorted order, and the base algorithm
-  normalises those.
+  normalises those. The process return here is the trajectory's peak potential gain
+  (``Trajectory.process_progress``): WebShop zeroes its potential at the end, so its summed
+  process rewards are the same −Φ(start) for every episode and would leave F2 all-equal returns
+  (zero advantages; only the entropy bonus moved the policy, and WebShop's score fell to 0).
 - ``swap="anneal"`` (F3, ablation): reward = (1 - beta) dense + beta outcome, beta 0 -> 1 over
   ``anneal_iterations``.
 
@@ -149,7 +152,7 @@ class RSPOTrainer(Trainer):
         view = super().reward_view(rollout, kind)
         c = self.config
         if c.swap == "rank" and kind != "dense":
-            process = {t.traj_id: t.process_return for t in rollout.trajectories}
+            process = {t.traj_id: t.process_progress for t in rollout.trajectories}
             per_row = torch.tensor([process[r.traj_id] for r in rollout.rows], dtype=torch.float64)
             return rank_swapped_view(view, per_row)
         if c.swap == "anneal" and kind != "dense":

@@ -337,6 +337,7 @@ class Trainer:
             f"{prefix}/score": sum(t.score for t in trajectories) / n,
             f"{prefix}/outcome_return": sum(t.outcome for t in trajectories) / n,
             f"{prefix}/process_return": sum(t.process_return for t in trajectories) / n,
+            f"{prefix}/process_progress": sum(t.process_progress for t in trajectories) / n,
             f"{prefix}/length": sum(t.length for t in trajectories) / n,
             f"{prefix}/invalid_rate": sum(t.invalid for t in trajectories) / steps,
         }

@@ -22,16 +22,20 @@ class ProcessReward(gym.Wrapper):
     ``mode="process"`` (F_t) or ``mode="sum"`` (outcome + F_t). With ``gamma=1`` the process
     rewards of an episode sum to scale · (Φ(end) − Φ(start)); envs that set
     ``zero_terminal_potential = True`` (WebShop) get Φ(end) = 0 at termination and truncation, so
-    the process rewards of every episode sum to −scale · Φ(start). The potential comes from
-    ``env.unwrapped.process_potential(name)``; each env documents its potentials and how they can
-    disagree with the outcome (for ALFWorld: ``rspo_gym.envs.alfworld.process``).
+    the process rewards of every episode sum to −scale · Φ(start). ``info["potential"]`` is
+    scale · Φ of the state reached, never zeroed by the wrapper, so the peak potential still tells
+    how far an episode got where the summed process rewards no longer can
+    (``Trajectory.process_progress``, which RSPO's rank swap ranks by). The
+    potential comes from ``env.unwrapped.process_potential(name)``; each env documents its
+    potentials and how they can disagree with the outcome (for ALFWorld:
+    ``rspo_gym.envs.alfworld.process``).
 
     >>> import gymnasium as gym, rspo_gym
     >>> env = ProcessReward(gym.make("rspo/ALFWorld-v0"), potential="milestones")
     >>> _, info = env.reset(seed=0)
     >>> _, reward, _, _, info = env.step(env.unwrapped.expert_plan()[0])
-    >>> sorted(k for k in info if k.endswith("_reward"))
-    ['outcome_reward', 'process_reward']
+    >>> sorted(k for k in info if k.endswith("_reward") or k == "potential")
+    ['outcome_reward', 'potential', 'process_reward']
     """
 
     def __init__(
@@ -64,18 +68,19 @@ class ProcessReward(gym.Wrapper):
         obs, info = self.env.reset(**kwargs)
         self._phi = self.env.unwrapped.process_potential(self.potential)
         info["process_reward"] = 0.0
+        info["potential"] = self.scale * self._phi
         info["outcome_reward"] = 0.0
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         obs, reward, terminated, truncated, info = self.env.step(action)
-        if (terminated or truncated) and getattr(self.env.unwrapped, "zero_terminal_potential", False):
-            phi = 0.0
-        else:
-            phi = self.env.unwrapped.process_potential(self.potential)
+        reached = self.env.unwrapped.process_potential(self.potential)
+        ended = (terminated or truncated) and getattr(self.env.unwrapped, "zero_terminal_potential", False)
+        phi = 0.0 if ended else reached
         process = self.scale * (self.gamma * phi - self._phi)
         self._phi = phi
         info["process_reward"] = process
+        info["potential"] = self.scale * reached
         info["outcome_reward"] = float(reward)
         if self.mode == "process":
             reward = process

@@ -91,15 +91,16 @@ def test_freshly_synced_explorer_replays_with_unit_importance_weights():
     assert set(sizes.values()) == {2 + 2}
 
 
-def test_rank_swap_feeds_process_returns_in_outcome_order():
+def test_rank_swap_feeds_process_progress_in_outcome_order():
     from rspo_gym.rollout.trajectory import Rollout, StepRow, Trajectory
 
     trainer = RSPOTrainer("rspo/ALFWorld-v0", base="grpo", swap="rank", **SMALL)
     rows, trajectories = [], []
     for traj, (won, process) in enumerate([(True, 0.2), (False, 0.9), (False, 0.5), (True, 0.7)]):
         rows.append(StepRow([1], [2], [0.0], float(won), process, "o", True, True, 0, traj, 0, "look"))
-        trajectories.append(Trajectory(traj, 0, 0, "t", float(won), process, won, float(won), 1, 0))
+        trajectories.append(Trajectory(traj, 0, 0, "t", float(won), -0.3, process, won, float(won), 1, 0))
     view = trainer.reward_view(Rollout(rows, trajectories), "outcome")
+    # ranked by the peak potential gain: WebShop's summed process rewards are one constant (-0.3 here)
     assert view.episode.tolist() == pytest.approx([0.7, 0.5, 0.2, 0.9])
 
 
