@@ -13,10 +13,12 @@
   when the process reward of a fixed buffer changes.
 - ``swap="rank"`` (F2): one policy; inside each group, trajectories sorted by (outcome, process
   return) receive the group's process returns in that sorted order, and the base algorithm
-  normalises those. The process return here is the trajectory's peak potential gain
-  (``Trajectory.process_progress``): WebShop zeroes its potential at the end, so its summed
-  process rewards are the same −Φ(start) for every episode and would leave F2 all-equal returns
-  (zero advantages; only the entropy bonus moved the policy, and WebShop's score fell to 0).
+  normalises those. The process return here is ``Trajectory.process_progress``, Φ(end) − Φ(start):
+  the summed process reward at γ = 1, except on WebShop, whose summed process rewards are the same
+  −Φ(start) for every episode (F2 then gave all-equal returns, zero advantages, and the entropy
+  bonus alone drove the score to 0). There Φ(end) is the potential the episode ended on. The
+  *peak* potential was tried too: it ranks browsing past a good item above buying a poor one,
+  and the policy learned never to buy (score 0.136 -> 0.00).
 - ``swap="anneal"`` (F3, ablation): reward = (1 - beta) dense + beta outcome, beta 0 -> 1 over
   ``anneal_iterations``.
 

@@ -23,9 +23,10 @@ class ProcessReward(gym.Wrapper):
     rewards of an episode sum to scale · (Φ(end) − Φ(start)); envs that set
     ``zero_terminal_potential = True`` (WebShop) get Φ(end) = 0 at termination and truncation, so
     the process rewards of every episode sum to −scale · Φ(start). ``info["potential"]`` is
-    scale · Φ of the state reached, never zeroed by the wrapper, so the peak potential still tells
-    how far an episode got where the summed process rewards no longer can
-    (``Trajectory.process_progress``, which RSPO's rank swap ranks by). The
+    scale · Φ of the state reached, or at a zeroed end the Φ the episode ended on (WebShop: the
+    score of the selection bought, or of the one in view at the time limit). It still tells how far
+    an episode got where the summed process rewards no longer can (``Trajectory.process_progress``,
+    which RSPO's rank swap ranks by). The
     potential comes from ``env.unwrapped.process_potential(name)``; each env documents its
     potentials and how they can disagree with the outcome (for ALFWorld:
     ``rspo_gym.envs.alfworld.process``).
@@ -75,12 +76,14 @@ class ProcessReward(gym.Wrapper):
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         reached = self.env.unwrapped.process_potential(self.potential)
-        ended = (terminated or truncated) and getattr(self.env.unwrapped, "zero_terminal_potential", False)
-        phi = 0.0 if ended else reached
+        zeroed = (terminated or truncated) and getattr(self.env.unwrapped, "zero_terminal_potential", False)
+        phi = 0.0 if zeroed else reached
         process = self.scale * (self.gamma * phi - self._phi)
+        # what the episode ended on: at a purchase-like termination the env's own Φ is already 0, so
+        # the state before it (the selection bought); at a time limit the state in view
+        info["potential"] = self.scale * (self._phi if zeroed and terminated else reached)
         self._phi = phi
         info["process_reward"] = process
-        info["potential"] = self.scale * reached
         info["outcome_reward"] = float(reward)
         if self.mode == "process":
             reward = process

@@ -99,7 +99,6 @@ def collect(
     max_turns = config.max_turns or venv.max_episode_steps or 50
     tokenizer = policy.tokenizer
     first_infos = list(infos)
-    peak_potentials: list[float | None] = [info.get("potential") for info in infos]
     histories: list[list[tuple[str, str]]] = [[] for _ in range(n)]
     rows: list[list[StepRow]] = [[] for _ in range(n)]
     for turn in range(max_turns):
@@ -142,15 +141,13 @@ def collect(
                     source=source,
                 )
             )
-            if peak_potentials[i] is not None and "potential" in info:
-                peak_potentials[i] = max(peak_potentials[i], info["potential"])
             histories[i].append((observations[i], parsed[k].action))
             observations[i], infos[i] = next_obs[i], info
     trajectories = []
     for i in range(n):
         info, won = infos[i], bool(infos[i].get("won", False))
         process_return = sum(r.process_reward for r in rows[i])
-        start_potential = first_infos[i].get("potential")
+        potentials = (first_infos[i].get("potential"), info.get("potential"))
         trajectories.append(
             Trajectory(
                 traj_id=traj_offset + i,
@@ -159,7 +156,7 @@ def collect(
                 task=first_infos[i].get("task", ""),
                 outcome=sum(r.reward for r in rows[i]),
                 process_return=process_return,
-                process_progress=process_return if peak_potentials[i] is None else peak_potentials[i] - start_potential,
+                process_progress=process_return if None in potentials else potentials[1] - potentials[0],
                 won=won,
                 score=float(info.get("score", float(won))),
                 length=len(rows[i]),

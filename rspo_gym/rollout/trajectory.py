@@ -59,12 +59,11 @@ class Trajectory:
     process_return: float
     """Sum of process rewards."""
     process_progress: float
-    """How far the episode got: the peak potential, max_t Φ(s_t) − Φ(s_0), from
-    ``info["potential"]`` (the process return where the env reports none). WebShop's Φ is the
-    score buying now would give and drops to 0 once done, and its dense reward must sum to a
-    constant (dense = outcome + const), so every WebShop process return is −Φ(start); this keeps
-    the spread (the best selection seen). Equals the undiscounted process return of an episode
-    whose potential never falls, such as the ALFWorld expert's."""
+    """How far the episode got: Φ(end) − Φ(start) from ``info["potential"]`` (the process return
+    where the env reports none). At γ = 1 this is the process return, except where the env zeroes
+    its end potential so that dense = outcome + a constant (WebShop): there every process return
+    is −Φ(start), and Φ(end) is the potential the episode ended on (the score of the selection
+    bought, or of the one in view at the time limit)."""
     won: bool
     score: float
     """``info["score"]`` at the end when the env reports one (WebShop), else ``float(won)``."""

@@ -1,8 +1,8 @@
 """``Trajectory.process_progress``: how far an episode got, where summed process rewards cannot say.
 
 WebShop's dense reward sums to −Φ(start) over every episode (its potential ends at 0), so RSPO's
-rank swap ranks by the peak potential instead; on ALFWorld the expert's potential never falls and
-the two agree.
+rank swap ranks by Φ(end) − Φ(start), Φ(end) being the potential the episode ended on; on ALFWorld
+that is exactly the summed process reward.
 """
 
 import gymnasium as gym
@@ -49,7 +49,7 @@ def _expert_episode(env_id):
 
 
 @pytest.mark.parametrize("env_id", sorted(ENVS))
-def test_progress_is_the_peak_potential_gain_of_the_episode(env_id):
+def test_progress_is_the_potential_the_episode_ended_on(env_id):
     pytest.importorskip("transformers")
     kwargs, potential, task_id = ENVS[env_id]
     actions, potentials = _expert_episode(env_id)
@@ -58,9 +58,21 @@ def test_progress_is_the_peak_potential_gain_of_the_episode(env_id):
     venv.close()
     for trajectory in rollout.trajectories:
         assert trajectory.length == len(actions) and trajectory.outcome > 0
-        assert trajectory.process_progress == pytest.approx(max(potentials) - potentials[0], abs=1e-12)
+        assert trajectory.process_progress == pytest.approx(potentials[-1] - potentials[0], abs=1e-12)
         if env_id == "rspo/WebShop-v0":  # the potential ends at 0: every episode's process return is −Φ(start)
-            assert potentials[-1] == 0.0 and trajectory.process_return == pytest.approx(-potentials[0], abs=1e-12)
-            assert trajectory.process_progress == pytest.approx(trajectory.outcome, abs=1e-12)  # it bought its best item
+            assert trajectory.process_return == pytest.approx(-potentials[0], abs=1e-12)
+            assert trajectory.process_progress == pytest.approx(trajectory.outcome, abs=1e-12)  # the selection bought
         else:
             assert trajectory.process_progress == pytest.approx(trajectory.process_return, abs=1e-12)
+
+
+def test_a_webshop_time_limit_keeps_the_potential_in_view():
+    env = ProcessReward(gym.make("rspo/WebShop-v0", split="test", num_products=300, max_episode_steps=3), potential="score")
+    env.reset(options={"task_id": 3})
+    seen, done = [], False
+    while not done:
+        _, _, terminated, truncated, info = env.step(env.unwrapped.expert_action())
+        seen.append(env.unwrapped.process_potential("score"))
+        done = terminated or truncated
+    assert truncated and not terminated and seen[-1] > 0
+    assert info["potential"] == pytest.approx(seen[-1]) and info["process_reward"] == pytest.approx(-seen[-2])
