@@ -108,9 +108,10 @@ PRESETS = {
 
 
 def _task_sets(env_id: str, preset: Preset) -> dict:
+    from rspo_gym.algos.envs import env_family
     from rspo_gym.quickstart import alfworld_task_ids
 
-    if "alfworld" in env_id.lower():
+    if env_family(env_id) == "alfworld":
         return {
             "train_task_ids": alfworld_task_ids("train", "pick_and_place_simple", 64),
             "eval_task_ids": alfworld_task_ids("valid_seen", "pick_and_place_simple", preset.eval_tasks),
@@ -132,19 +133,24 @@ def _webshop_heldout(preset: Preset) -> list[int]:
 
 def _heldout(trainer, env_id: str, preset: Preset) -> dict | None:
     """Held-out success and score, when the learning curve is measured on the training goals."""
-    if "webshop" not in env_id.lower() or not preset.webshop_eval_repeats:
+    from rspo_gym.algos.envs import env_family
+
+    if env_family(env_id) != "webshop" or not preset.webshop_eval_repeats:
         return None
-    metrics = trainer.evaluate(task_ids=_webshop_heldout(preset), split="test")
-    return {"success": metrics["eval/success"], "score": metrics["eval/score"], "tasks": len(_webshop_heldout(preset))}
+    task_ids = _webshop_heldout(preset)
+    metrics = trainer.evaluate(task_ids=task_ids, split="test")
+    return {"success": metrics["eval/success"], "score": metrics["eval/score"], "tasks": len(task_ids)}
 
 
 def _trainer(env_id: str, base: str, variant: str, seed: int, preset: Preset):
     from rspo_gym.algos import GiGPOTrainer, GRPOTrainer, PPOTrainer, RSPOTrainer
+    from rspo_gym.algos.envs import env_family
 
-    model = {"alfworld": "tiny-alfworld", "webshop": "tiny-webshop"}.get(env_id.split("/")[-1].split("-")[0].lower(), "tiny")
-    outcome = preset.webshop_outcome if "webshop" in env_id.lower() else "outcome"
+    webshop = env_family(env_id) == "webshop"
+    model = {"alfworld": "tiny-alfworld", "webshop": "tiny-webshop"}.get(env_family(env_id), "tiny")
+    outcome = preset.webshop_outcome if webshop else "outcome"
     common = dict(seed=seed, progress=False, eval_every=preset.eval_every, learning_rate=3e-4, dense_outcome=outcome)
-    common.update(_task_sets(env_id, preset), **preset.trainer, **(preset.webshop_trainer if "webshop" in env_id.lower() else {}))
+    common.update(_task_sets(env_id, preset), **preset.trainer, **(preset.webshop_trainer if webshop else {}))
     if base == "ppo":
         common["group_size"], common["num_groups"] = 1, common.get("num_groups", 2) * common.get("group_size", 4)
     if variant.startswith("rspo"):
