@@ -187,6 +187,8 @@ def grpo_advantages(
     eps: float = 1e-6,
     traj_ids: torch.Tensor | None = None,
     episode_stats: str = "steps",
+    invalid: torch.Tensor | None = None,
+    invalid_penalty: float = 0.1,
 ) -> torch.Tensor:
     """GRPO outcome advantage: each score centred (and scaled) by its group's statistics.
 
@@ -202,21 +204,33 @@ def grpo_advantages(
         episode_stats: ``"steps"`` (default, verl-agent): the group's mean and std run over all of its
             rows, so multi-step trajectories weigh by length. ``"trajectories"``: one entry per
             (group, trajectory), the score of its first row (GiGPO Eq. 3).
+        invalid: ``(B,)`` bool, rows whose action was invalid; their score is lowered by
+            ``invalid_penalty`` (verl-agent's ``apply_invalid_action_penalty``). Under ``"steps"`` the
+            penalised rows are the group's entries, as in verl-agent. Under ``"trajectories"`` the
+            entries are the *unpenalised* scores, so a trajectory's entry does not depend on whether
+            its first step happened to be invalid.
 
     Returns:
         ``(B,)`` advantages. Std is unbiased (``torch.std``); a group with a single entry gets mean 0
-        and std 1 (verl), so its advantage is its raw score (scaled by ``1/(1+eps)``).
+        and std 1 (verl), so its advantage is its raw score (scaled by ``1/(1+eps)``). A group whose
+        entries are all equal has no spread to scale by and also gets std 1: its advantages are the
+        centred scores themselves (0, or ``-invalid_penalty`` on a penalised row under
+        ``"trajectories"``), where verl's ``std + eps`` would give ``-0.1 / 1e-6 = -1e5``.
 
     >>> grpo_advantages(torch.tensor([1.0, 0.0, 3.0, 3.0]), torch.tensor([0, 0, 1, 1]), norm_by_std=False)
     tensor([ 0.5000, -0.5000,  0.0000,  0.0000])
     """
     scores = _float(scores)
-    count, mean, std = _group_moments(scores, group_ids, traj_ids, episode_stats)
+    penalty = torch.zeros_like(scores) if invalid is None else invalid_penalty * torch.as_tensor(invalid, device=scores.device).to(scores.dtype)
+    if penalty.shape != scores.shape:
+        raise ValueError(f"invalid must have shape {tuple(scores.shape)}, got {tuple(penalty.shape)}")
+    entries = scores - penalty if episode_stats == "steps" else scores
+    count, mean, std = _group_moments(entries, group_ids, traj_ids, episode_stats)
     single = count == 1
-    centred = scores - mean.masked_fill(single, 0.0)
+    centred = scores - penalty - mean.masked_fill(single, 0.0)
     if not norm_by_std:
         return centred
-    return centred / (std.masked_fill(single, 1.0) + eps)
+    return centred / (std.masked_fill(single | (std == 0), 1.0) + eps)
 
 
 def rloo_advantages(
@@ -406,11 +420,11 @@ def gigpo_advantages(
         invalid = torch.as_tensor(invalid, dtype=torch.bool, device=scores.device)
         if invalid.shape != (n,):
             raise ValueError(f"invalid must have shape ({n},), got {tuple(invalid.shape)}")
-        penalty = invalid.to(scores.dtype) * invalid_penalty
-        scores, returns = scores - penalty, returns - penalty
+        returns = returns - invalid.to(scores.dtype) * invalid_penalty
 
     episode_adv = grpo_advantages(
-        scores, group_ids, norm_by_std=by_std, eps=eps, traj_ids=traj_ids, episode_stats=episode_stats
+        scores, group_ids, norm_by_std=by_std, eps=eps, traj_ids=traj_ids, episode_stats=episode_stats,
+        invalid=invalid, invalid_penalty=invalid_penalty,
     )
 
     group, _ = _codes(group_ids, n, "group_ids", scores.device)

@@ -55,6 +55,10 @@ class TrainerConfig:
     """Reward of a won episode (verl-agent: 10)."""
     invalid_penalty: float = 0.1
     """Subtracted on rows whose action was invalid (verl-agent: 0.1)."""
+    invalid_penalty_on: str = "format"
+    """Which rows are invalid: ``format`` (the reply broke the requested format: tags, CJK), as
+    verl-agent's ``is_action_valid``, where a command the env rejects is a no-op with reward 0; or
+    ``format_or_env`` (also rows whose command the env did not accept)."""
     process_potential: str | None = None
     """ProcessReward potential; None picks the env family's (ALFWorld ``milestones``, WebShop ``score``)."""
     process_coef: float = 1.0
@@ -73,8 +77,15 @@ class TrainerConfig:
     # -- optimisation
     learning_rate: float = 1e-4
     """AdamW learning rate (verl-agent, 1.5B model: 1e-6; the tiny model needs far more)."""
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
+    weight_decay: float = 0.01
+    """AdamW weight decay (verl's actor and critic: 0.01). Decoupled, so it shrinks weights by
+    ``lr x 0.01`` per step: 1e-6 of each weight at the tiny model's 1e-4."""
+    precision: str | None = None
+    """``fp32``; ``bf16-mixed``: float32 master weights and AdamW state, bfloat16 autocast for the
+    forward and backward passes (verl's actor); or ``bf16``: weights and AdamW state in bfloat16.
+    Warning: under ``bf16`` an update smaller than half a weight's bfloat16 spacing (2^-9 of its
+    magnitude) rounds away, so at verl-agent's lr 1e-6 only ~1 % of weights change at all. None:
+    ``bf16-mixed`` where CUDA is used, ``fp32`` elsewhere."""
     ppo_epochs: int = 1
     """Passes over each rollout (verl-agent: 1)."""
     mini_batch_size: int = 64
@@ -96,7 +107,7 @@ class TrainerConfig:
     kl_kind: str = "k3"
     """KL estimator (verl-agent: low_var_kl = k3)."""
     max_grad_norm: float = 1.0
-    """Gradient clipping (verl-agent: 1.0)."""
+    """Clipping of the policy's gradient norm, over the policy's parameters alone (verl-agent: 1.0)."""
 
     # -- GRPO-family estimator settings
     norm_by_std: bool = True
@@ -165,7 +176,12 @@ class PPOConfig(TrainerConfig):
     gae_lambda: float = 1.0
     """Token-level GAE lambda (verl-agent default 1.0)."""
     vf_coef: float = 0.5
-    """Value-loss weight."""
+    """Value-loss weight. The critic reads detached trunk features and has its own optimizer group
+    and clip, so this scales the critic's gradient only; it cannot change the policy's update."""
+    critic_lr: float | None = None
+    """The critic's AdamW learning rate; None: 10 x ``learning_rate`` (verl-agent: 1e-5 vs 1e-6)."""
+    critic_max_grad_norm: float = 1.0
+    """Clipping of the critic's gradient norm, apart from the policy's (verl's critic: 1.0)."""
     value_clip: float = 0.5
     """Value clipping range (verl-agent: cliprange_value 0.5)."""
 
@@ -189,7 +205,9 @@ class RSPOConfig(GiGPOConfig, PPOConfig):
     explorer_lora: bool = False
     """Explorer as a LoRA adapter copy (r=8) instead of a full copy."""
     replay_age: int = 2
-    """Iterations an explorer trajectory stays in the replay buffer."""
+    """Learner updates an explorer trajectory joins, counting the iteration it was sampled in:
+    trajectories sampled at iteration ``b`` are replayed at iterations ``b .. b + replay_age - 1``
+    (1: no replay beyond their own iteration)."""
     is_cap: float = 2.0
     """Truncation of the importance weight learner/explorer on replayed rows."""
     anneal_iterations: int = 10

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from rspo_gym.algos.advantages import grpo_advantages
 from rspo_gym.algos.config import TrainerConfig
-from rspo_gym.algos.rewards import invalid_penalty
 from rspo_gym.algos.trainer import Estimate, RewardView, Trainer
 
 __all__ = ["GRPOTrainer", "grpo_estimate"]
@@ -23,13 +22,14 @@ __all__ = ["GRPOTrainer", "grpo_estimate"]
 
 def grpo_estimate(view: RewardView, config: TrainerConfig) -> Estimate:
     """Row advantages from a reward view (pure)."""
-    scores = invalid_penalty(view.episode, view.invalid, config.invalid_penalty)
     advantages = grpo_advantages(
-        scores,
+        view.episode,
         view.group_ids,
         norm_by_std=config.norm_by_std,
         traj_ids=view.traj_ids,
         episode_stats=config.episode_stats,
+        invalid=view.invalid,
+        invalid_penalty=config.invalid_penalty,
     )
     return Estimate(advantages)
 

@@ -6,14 +6,18 @@
   trajectories of every task the learner plays (N = ``group_size``). Its trajectories enter a
   replay buffer with their rewards swapped back to the outcome; the learner is updated with the
   base algorithm over the union group of each task (its own N plus the buffered explorer
-  trajectories of that task, at most ``replay_age`` iterations old), on the outcome only.
+  trajectories of that task sampled in the last ``replay_age`` iterations, this one included), on
+  the outcome only.
   Replayed rows keep the learner's own (no-grad) log-probs as the PPO "old" policy and carry a
   truncated importance weight ``min(pi_learner / pi_explorer, is_cap)`` on their token losses.
   Invariants (tested): M = 0 is exactly the base algorithm; the learner's loss does not change
   when the process reward of a fixed buffer changes.
 - ``swap="rank"`` (F2): one policy; inside each group, trajectories sorted by (outcome, process
-  return) receive the group's process returns in that sorted order, and the base algorithm
-  normalises those. The process return here is ``Trajectory.process_progress``, Φ(end) − Φ(start):
+  return) receive the group's process returns in that sorted order. The swapped value is the
+  trajectory's *return*, delivered on its last step as the outcome is: every estimator reads it
+  where it would read the outcome (GRPO's episode score; GiGPO's episode score *and* its step
+  returns, which discount it back from the last step; PPO's terminal reward), and normalises it
+  its own way. The process return here is ``Trajectory.process_progress``, Φ(end) − Φ(start):
   the summed process reward at γ = 1, except on WebShop, whose summed process rewards are the same
   −Φ(start) for every episode (F2 then gave all-equal returns, zero advantages, and the entropy
   bonus alone drove the score to 0). There Φ(end) is the potential the episode ended on. The
@@ -46,7 +50,7 @@ from rspo_gym.algos.trainer import Estimate, RewardView, Trainer
 from rspo_gym.rollout.collector import collect
 from rspo_gym.rollout.trajectory import Rollout, to_batch
 
-__all__ = ["RSPOTrainer", "BASES", "SWAPS", "merge_replay", "rank_swapped_view", "annealed_view"]
+__all__ = ["RSPOTrainer", "BASES", "SWAPS", "merge_replay", "replayable", "rank_swapped_view", "annealed_view"]
 
 BASES = ("grpo", "ppo", "gigpo")
 SWAPS = ("explorer", "rank", "anneal")
@@ -54,17 +58,24 @@ _REPLAY_TRAJ_STRIDE = 1_000_000  # replayed trajectory ids: (iteration + 1) * st
 
 
 def rank_swapped_view(view: RewardView, process_per_row: torch.Tensor) -> RewardView:
-    """F2 on a reward view: each row's episode score becomes its trajectory's swapped process return.
+    """F2 on a reward view: each trajectory's return becomes its swapped process return.
+
+    The swapped return is paid on the trajectory's last row and nowhere else, as the outcome is,
+    so ``step_rewards`` sum to ``episode`` and step-level estimators (GiGPO's discounted step
+    returns) read the swap too, not the outcome it replaced.
 
     ``process_per_row`` is (B,): each row's trajectory process return (rows of a trajectory are
     contiguous, so the k-th trajectory start marks trajectory k).
     """
-    starts = torch.ones(len(view.traj_ids), dtype=torch.bool)
+    n = len(view.traj_ids)
+    starts = torch.ones(n, dtype=torch.bool)
     starts[1:] = view.traj_ids[1:] != view.traj_ids[:-1]
+    last = torch.ones(n, dtype=torch.bool)
+    last[:-1] = starts[1:]
     first = torch.nonzero(starts).flatten()
-    swapped = rank_swap(view.episode[first], process_per_row[first], view.group_ids[first])
-    trajectory_of_row = starts.long().cumsum(0) - 1
-    return replace(view, episode=swapped[trajectory_of_row].to(view.episode.dtype))
+    swapped = rank_swap(view.episode[first], process_per_row[first], view.group_ids[first]).to(view.episode.dtype)
+    episode = swapped[starts.long().cumsum(0) - 1]
+    return replace(view, episode=episode, step_rewards=torch.where(last, episode, torch.zeros_like(episode)))
 
 
 def annealed_view(dense: RewardView, outcome: RewardView, beta: float) -> RewardView:
@@ -73,8 +84,19 @@ def annealed_view(dense: RewardView, outcome: RewardView, beta: float) -> Reward
     return replace(outcome, step_rewards=step, episode=episode_scores(step, outcome.traj_ids))
 
 
-def merge_replay(learner: Rollout, buffer: list[tuple[int, Rollout]], iteration: int, max_age: int) -> Rollout:
-    """The learner's rollout plus buffered explorer trajectories of the same tasks.
+def replayable(born: int, iteration: int, replay_age: int) -> bool:
+    """Whether explorer trajectories sampled at ``born`` join the update of ``iteration``.
+
+    ``replay_age`` counts the updates they join, their own iteration included (see ``RSPOConfig``).
+
+    >>> [replayable(3, it, 2) for it in (3, 4, 5)]
+    [True, True, False]
+    """
+    return 0 <= iteration - born < replay_age
+
+
+def merge_replay(learner: Rollout, buffer: list[tuple[int, Rollout]], iteration: int, replay_age: int) -> Rollout:
+    """The learner's rollout plus the buffered explorer trajectories of the same tasks still replayable.
 
     Replayed trajectories join the learner group that played the same task id and get fresh
     trajectory ids; trajectories of tasks the learner did not play this iteration are skipped.
@@ -84,7 +106,7 @@ def merge_replay(learner: Rollout, buffer: list[tuple[int, Rollout]], iteration:
         group_of_task.setdefault(t.task_id, t.group_id)
     rows, trajectories = list(learner.rows), list(learner.trajectories)
     for born, rollout in buffer:
-        if iteration - born > max_age:
+        if not replayable(born, iteration, replay_age):
             continue
         offset = (born + 1) * _REPLAY_TRAJ_STRIDE
         keep = {t.traj_id: group_of_task[t.task_id] for t in rollout.trajectories if t.task_id in group_of_task}
@@ -123,6 +145,8 @@ class RSPOTrainer(Trainer):
             raise ValueError(f"unknown swap {c.swap!r}; expected one of {SWAPS}")
         if c.reward == "dense":
             raise ValueError("RSPO's learner optimises the outcome: use reward='outcome' or 'score' (the explorer uses dense)")
+        if c.replay_age < 1:
+            raise ValueError(f"replay_age counts the updates an explorer trajectory joins, its own included: at least 1, got {c.replay_age}")
         self.algo = f"rspo-{c.base}-{c.swap}"
         self.buffer: list[tuple[int, Rollout]] = []
         self._iteration_for_anneal = 0  # the iteration being trained (anneal's beta schedule)
@@ -170,7 +194,7 @@ class RSPOTrainer(Trainer):
         c = self.config
         self.explorer = LLMPolicy(
             copy.deepcopy(self.policy.model), self.policy.tokenizer, value_head=self.needs_values,
-            micro_batch_size=self.policy.micro_batch_size, seed=c.seed + 1,
+            micro_batch_size=self.policy.micro_batch_size, seed=c.seed + 1, autocast_dtype=self.policy.autocast_dtype,
         )
         if self.needs_values:
             self.explorer.value_head.load_state_dict(self.policy.value_head.state_dict())
@@ -191,7 +215,7 @@ class RSPOTrainer(Trainer):
                 self.explorer, self.explorer_venv, self.collect_config(it, stream=5), **tasks,
                 source="explorer", traj_offset=self.venv.num_envs,
             )
-            self.buffer = [(born, r) for born, r in self.buffer if it - born < c.replay_age] + [(it, self._explorer_rollout)]
+            self.buffer = [(born, r) for born, r in self.buffer if replayable(born, it, c.replay_age)] + [(it, self._explorer_rollout)]
         return learner
 
     def train_on(self, rollout: Rollout, it: int) -> dict[str, float]:

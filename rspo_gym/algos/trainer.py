@@ -23,6 +23,7 @@ import csv
 import json
 import os
 import time
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Hashable
@@ -39,7 +40,10 @@ from rspo_gym.rollout.collector import CollectConfig, collect
 from rspo_gym.rollout.trajectory import Rollout, TrainingBatch, to_batch
 from rspo_gym.rollout.vector import GroupedVectorEnv
 
-__all__ = ["Trainer", "RewardView", "Estimate"]
+__all__ = ["Trainer", "RewardView", "Estimate", "PRECISIONS", "INVALID_PENALTY_ON", "resolve_precision", "loss_weights"]
+
+PRECISIONS = ("fp32", "bf16-mixed", "bf16")
+INVALID_PENALTY_ON = ("format", "format_or_env")
 
 
 @dataclass
@@ -48,7 +52,7 @@ class RewardView:
 
     step_rewards: torch.Tensor  # (B,) float64 training reward of each step
     episode: torch.Tensor  # (B,) the row's trajectory total of step_rewards
-    invalid: torch.Tensor  # (B,) bool: action invalid (env or format)
+    invalid: torch.Tensor  # (B,) bool: penalised rows (see TrainerConfig.invalid_penalty_on)
     group_ids: torch.Tensor  # (B,) long
     traj_ids: torch.Tensor  # (B,) long
     anchors: list[Hashable]
@@ -65,6 +69,36 @@ class Estimate:
 
 def _seed(*parts: int) -> int:
     return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0])
+
+
+def resolve_precision(precision: str | None, device_type: str) -> str:
+    """The config's precision, or the default for a device: ``bf16-mixed`` on CUDA, else ``fp32``."""
+    if precision is None:
+        return "bf16-mixed" if device_type == "cuda" else "fp32"
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS} or None, got {precision!r}")
+    return precision
+
+
+def loss_weights(micro_rows: list[int], micro_tokens: list[float], mini_batch_size: int, agg: str) -> list[float]:
+    """Weights of the micro-batch losses of one mini-batch, so that accumulation equals one batch.
+
+    Token-mean losses weigh each micro-batch by its share of the mini-batch's tokens, other modes
+    by its share of rows. A partial mini-batch (the last one, when the rollout's row count is not a
+    multiple of ``mini_batch_size``) is scaled by ``rows / mini_batch_size``, as gradient
+    accumulation scales a short last window: a few rows do not get a full step's gradient.
+
+    >>> loss_weights([2, 2], [30.0, 10.0], 4, "token-mean")
+    [0.75, 0.25]
+    >>> loss_weights([1], [10.0], 4, "seq-mean-token-mean")
+    [0.25]
+    """
+    rows = sum(micro_rows)
+    partial = min(rows / mini_batch_size, 1.0)
+    if agg == "token-mean":
+        tokens = max(sum(micro_tokens), 1.0)
+        return [t / tokens * partial for t in micro_tokens]
+    return [r / rows * partial for r in micro_rows]
 
 
 class Trainer:
@@ -214,6 +248,7 @@ class Trainer:
     def reward_view(self, rollout: Rollout, kind: str) -> RewardView:
         """Training rewards of a rollout's rows for a reward kind (pure, see ``rewards.py``)."""
         rows = rollout.rows
+        env_invalid_too = self.config.invalid_penalty_on == "format_or_env"
         won = {t.traj_id: t.won for t in rollout.trajectories}
         last = [i == len(rows) - 1 or rows[i + 1].traj_id != r.traj_id for i, r in enumerate(rows)]
         traj_ids = torch.tensor([r.traj_id for r in rows], dtype=torch.long)
@@ -229,7 +264,7 @@ class Trainer:
         return RewardView(
             step_rewards=step,
             episode=episode_scores(step, traj_ids),
-            invalid=torch.tensor([not (r.valid and r.format_valid) for r in rows]),
+            invalid=torch.tensor([not r.format_valid or (env_invalid_too and not r.valid) for r in rows]),
             group_ids=torch.tensor([r.group_id for r in rows], dtype=torch.long),
             traj_ids=traj_ids,
             anchors=[r.anchor for r in rows],
@@ -288,20 +323,34 @@ class Trainer:
             order = torch.randperm(len(batch), generator=generator)
             for mb in order.split(c.mini_batch_size):
                 optimizer.zero_grad(set_to_none=True)
-                mb_tokens = float(mask[mb].sum().clamp(min=1))
-                for micro in mb.split(c.micro_batch_size):
-                    weight = float(mask[micro].sum()) / mb_tokens if c.loss_agg == "token-mean" else len(micro) / len(mb)
+                micros = mb.split(c.micro_batch_size)
+                weights = loss_weights([len(m) for m in micros], [float(mask[m].sum()) for m in micros], c.mini_batch_size, c.loss_agg)
+                share = sum(weights) or 1.0  # < 1 on a partial mini-batch: its metrics stay means
+                for micro, weight in zip(micros, weights):
                     terms = self._loss_terms(policy, batch.index(micro), micro, advantages, old, estimate, old_values, is_weights, ref_logprobs)
                     (terms.pop("loss") * weight).backward()
                     for key, value in terms.items():
-                        sums[key] = sums.get(key, 0.0) + value * weight
-                norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), c.max_grad_norm)
-                sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(norm)
+                        sums[key] = sums.get(key, 0.0) + value * weight / share
+                for key, value in self._clip_gradients(policy).items():
+                    sums[key] = sums.get(key, 0.0) + value
                 optimizer.step()
                 steps += 1
         policy.train(False)
         policy.sync_weights()
         return {f"train/{k}": v / max(steps, 1) for k, v in sums.items()}
+
+    def _clip_gradients(self, policy) -> dict[str, float]:
+        """Clip the policy's and the critic's gradients apart; their norms before clipping.
+
+        One joint clip would let the critic's larger gradient (~10x the policy's at the start)
+        shrink the policy's step; verl clips its actor and critic separately.
+        """
+        c = self.config
+        norms = {"grad_norm": float(torch.nn.utils.clip_grad_norm_(policy.policy_parameters(), c.max_grad_norm))}
+        critic = policy.critic_parameters()
+        if critic:
+            norms["critic_grad_norm"] = float(torch.nn.utils.clip_grad_norm_(critic, c.critic_max_grad_norm))
+        return norms
 
     def _loss_terms(self, policy, sub, rows, advantages, old, estimate, old_values, is_weights, ref_logprobs) -> dict:
         c = self.config
@@ -460,31 +509,56 @@ class Trainer:
         c = self.config
         if c.dense_outcome not in DENSE_OUTCOMES:
             raise ValueError(f"dense_outcome must be one of {DENSE_OUTCOMES}, got {c.dense_outcome!r}")
+        if c.invalid_penalty_on not in INVALID_PENALTY_ON:
+            raise ValueError(f"invalid_penalty_on must be one of {INVALID_PENALTY_ON}, got {c.invalid_penalty_on!r}")
+        resolve_precision(c.precision, "cpu")
         for name in ("num_groups", "group_size", "mini_batch_size", "micro_batch_size", "ppo_epochs"):
             value = getattr(c, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
     def _make_policy(self, model: Any):
+        """The learner: float32 weights unless ``precision="bf16"``, autocast under ``bf16-mixed``."""
         from rspo_gym.policies.llm import LLMPolicy
 
         if isinstance(model, LLMPolicy):
             if self.needs_values and model.value_head is None:
                 raise ValueError(f"{type(self).__name__} needs a policy built with value_head=True")
+            self.precision = resolve_precision(self.config.precision, model.device.type)
+            low = sorted({str(p.dtype) for p in model.policy_parameters() if p.dtype != torch.float32})
+            if low and self.precision != "bf16":
+                warnings.warn(
+                    f"the policy's trainable weights are {', '.join(low)} under precision={self.precision!r}: "
+                    "AdamW updates smaller than a weight's spacing round away; load the model in float32 "
+                    "(load_policy(..., dtype='float32')) or set precision='bf16' to accept it",
+                    stacklevel=3,
+                )
+            model.autocast_dtype = torch.bfloat16 if self.precision == "bf16-mixed" else None
             return model
         from rspo_gym.policies.models import load_model
 
-        network, tokenizer = load_model(model, seed=self.config.seed)
-        return LLMPolicy(network, tokenizer, value_head=self.needs_values, micro_batch_size=self.config.micro_batch_size, seed=self.config.seed)
+        self.precision = resolve_precision(self.config.precision, "cuda" if torch.cuda.is_available() else "cpu")
+        dtype = torch.bfloat16 if self.precision == "bf16" else torch.float32
+        network, tokenizer = load_model(model, seed=self.config.seed, dtype=dtype)
+        return LLMPolicy(
+            network, tokenizer, value_head=self.needs_values, micro_batch_size=self.config.micro_batch_size,
+            seed=self.config.seed, autocast_dtype=torch.bfloat16 if self.precision == "bf16-mixed" else None,
+        )
 
     def _make_optimizer(self, policy) -> torch.optim.Optimizer:
-        return torch.optim.AdamW(policy.parameters(), lr=self.config.learning_rate, weight_decay=self.config.weight_decay)
+        """AdamW with the policy's parameters and, for PPO, the critic's in their own group (own lr)."""
+        c = self.config
+        groups = [{"params": policy.policy_parameters(), "lr": c.learning_rate}]
+        critic = policy.critic_parameters()
+        if critic:
+            groups.append({"params": critic, "lr": c.critic_lr if c.critic_lr is not None else 10 * c.learning_rate})
+        return torch.optim.AdamW(groups, lr=c.learning_rate, weight_decay=c.weight_decay)
 
     @staticmethod
     def _frozen_copy(policy):
         from rspo_gym.policies.llm import LLMPolicy
 
-        frozen = LLMPolicy(copy.deepcopy(policy.model), policy.tokenizer, micro_batch_size=policy.micro_batch_size)
+        frozen = LLMPolicy(copy.deepcopy(policy.model), policy.tokenizer, micro_batch_size=policy.micro_batch_size, autocast_dtype=policy.autocast_dtype)
         for parameter in frozen.model.parameters():
             parameter.requires_grad_(False)
         return frozen

@@ -26,7 +26,15 @@ __all__ = ["LLMPolicy", "ValueHead", "token_logprobs", "load_policy"]
 
 
 class ValueHead(nn.Module):
-    """``hidden -> 1`` state value, initialised small so early values do not swamp advantages."""
+    """``hidden -> 1`` state value, initialised small so early values do not swamp advantages.
+
+    PPO's critic: it reads the trunk's last hidden state *detached*, so the value loss trains this
+    head only. At the start of training the value loss's gradient norm is ~10x the policy's; on a
+    shared trunk it would steer the policy's features and, under one joint clip, shrink the
+    policy's step ~9x. Detaching keeps the policy's update exactly independent of ``vf_coef``
+    without the memory of a second trunk (verl trains a separate critic model); the price is a
+    critic that is a linear read-out of the policy's features.
+    """
 
     def __init__(self, hidden_size: int):
         super().__init__()
@@ -61,6 +69,9 @@ class LLMPolicy:
         value_head: attach a ``ValueHead`` (PPO's critic on the shared trunk).
         micro_batch_size: rows per forward pass in ``forward`` / ``logprobs``.
         seed: seed of the default backend's generator and of the value head's initialisation.
+        autocast_dtype: run the model's forward passes (training, log-probs and transformers
+            generation) under ``torch.autocast`` in this dtype (``torch.bfloat16`` for
+            mixed precision: float32 weights, bfloat16 compute); None runs in the weights' dtype.
     """
 
     def __init__(
@@ -72,8 +83,10 @@ class LLMPolicy:
         value_head: bool = False,
         micro_batch_size: int = 16,
         seed: int = 0,
+        autocast_dtype: torch.dtype | None = None,
     ):
         self.model, self.tokenizer = model, tokenizer
+        self.autocast_dtype = autocast_dtype
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         tokenizer.padding_side = "left"
@@ -99,7 +112,14 @@ class LLMPolicy:
         config: GenerationConfig = GenerationConfig(),
         allowed: Sequence[Sequence[str]] | None = None,
     ) -> GenerationOutput:
-        """One reply per prompt, with behaviour log-probs (see ``generation.py``)."""
+        """One reply per prompt, with behaviour log-probs (see ``generation.py``).
+
+        Transformers generation runs under the same autocast as training, so behaviour and
+        teacher-forced log-probs share one numerics; other engines keep their own.
+        """
+        if isinstance(self.backend, HFBackend):
+            with self.autocast():
+                return self.backend.generate(prompt_ids, config, allowed)
         return self.backend.generate(prompt_ids, config, allowed)
 
     def sync_weights(self) -> None:
@@ -107,11 +127,20 @@ class LLMPolicy:
         self.backend.sync_weights()
 
     # -- learning ------------------------------------------------------------------------------
-    def parameters(self):
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        if self.value_head is not None:
-            params += list(self.value_head.parameters())
-        return params
+    def autocast(self):
+        """The mixed-precision context of forward passes (a no-op without ``autocast_dtype``)."""
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype or torch.bfloat16, enabled=self.autocast_dtype is not None)
+
+    def policy_parameters(self) -> list[nn.Parameter]:
+        """The trainable parameters of the language model (the actor)."""
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    def critic_parameters(self) -> list[nn.Parameter]:
+        """The value head's parameters (empty without one)."""
+        return [] if self.value_head is None else list(self.value_head.parameters())
+
+    def parameters(self) -> list[nn.Parameter]:
+        return self.policy_parameters() + self.critic_parameters()
 
     def train(self, mode: bool = True) -> "LLMPolicy":
         self.model.train(mode)
@@ -136,14 +165,15 @@ class LLMPolicy:
         need_hidden = values
         if values and self.value_head is None:
             raise ValueError("this policy has no value head: build it with value_head=True")
-        out = self.model(
-            input_ids=batch.input_ids,
-            attention_mask=batch.attention_mask,
-            position_ids=position_ids(batch.attention_mask),
-            output_hidden_states=need_hidden,
-            use_cache=False,
-            logits_to_keep=R + 1,  # only the positions that predict response tokens (+1: the last)
-        )
+        with self.autocast():
+            out = self.model(
+                input_ids=batch.input_ids,
+                attention_mask=batch.attention_mask,
+                position_ids=position_ids(batch.attention_mask),
+                output_hidden_states=need_hidden,
+                use_cache=False,
+                logits_to_keep=R + 1,  # only the positions that predict response tokens (+1: the last)
+            )
         logits = out.logits[:, :R, :]
         tokens = batch.input_ids[:, P:P + R]
         result = {"logprobs": token_logprobs(logits, tokens, temperature)}
@@ -151,7 +181,7 @@ class LLMPolicy:
             scaled = logits.float() / temperature if temperature > 0 else logits
             result["entropy"] = _entropy(scaled)
         if values:
-            hidden = out.hidden_states[-1][:, P - 1:P - 1 + R, :]
+            hidden = out.hidden_states[-1][:, P - 1:P - 1 + R, :].detach()  # see ValueHead
             result["values"] = self.value_head(hidden.to(self.value_head.linear.weight.dtype)).float()
         return result
 

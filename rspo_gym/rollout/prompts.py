@@ -203,15 +203,19 @@ _CJK_RE = re.compile(r"[\u4e00-\u9fff\u3040-\u30ff\uac00-\ud7af]")
 
 
 def parse_action(reply: str, *, think: bool, tail_chars: int = 30) -> ParsedAction:
-    """verl-agent's projection: lower-case, take ``<action>...</action>``, flag format errors.
+    """verl-agent's projection: lower-case, take the first ``<action>...</action>``, flag format errors.
 
-    With ``think=True`` a reply is valid only with a ``<think>`` block and exactly one action block
-    and no CJK characters; an invalid reply is still sent, as its last ``tail_chars`` characters, so
-    the env answers with its own no-op text. With ``think=False`` the whole stripped reply is the
-    action and the reply is invalid only if empty or CJK.
+    With ``think=True`` a reply is valid only with a ``<think>`` block, an action block and no CJK
+    characters (verl-agent's ``is_action_valid``). The first action block is the action, even when
+    the reply is invalid for another reason; a reply without one is sent as its last
+    ``tail_chars`` characters, so the env answers with its own no-op text. With ``think=False`` the
+    whole stripped reply is the action and the reply is invalid only if empty or CJK. Whether the
+    env accepts the command is not a format question: an unknown command is the env's no-op.
 
     >>> parse_action("<think>the mug is here</think><action>Take mug 1 from desk 1</action>", think=True)
     ParsedAction(action='take mug 1 from desk 1', format_valid=True)
+    >>> parse_action("<think>two ideas</think><action>look</action> or <action>inventory</action>", think=True)
+    ParsedAction(action='look', format_valid=True)
     >>> parse_action("take mug 1", think=True, tail_chars=30)
     ParsedAction(action='take mug 1', format_valid=False)
     """
@@ -219,7 +223,7 @@ def parse_action(reply: str, *, think: bool, tail_chars: int = 30) -> ParsedActi
     if not think:
         action = text.strip()
         return ParsedAction(action, bool(action) and not _CJK_RE.search(reply))
-    found = _ACTION_RE.findall(text)
-    if len(found) == 1 and _THINK_RE.search(text) and not _CJK_RE.search(reply):
-        return ParsedAction(found[0].strip(), True)
-    return ParsedAction(text[-tail_chars:].strip(), False)
+    found = _ACTION_RE.search(text)
+    if found is None:
+        return ParsedAction(text[-tail_chars:].strip(), False)
+    return ParsedAction(found.group(1).strip(), bool(_THINK_RE.search(text)) and not _CJK_RE.search(reply))

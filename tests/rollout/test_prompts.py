@@ -36,9 +36,9 @@ def test_parse_action_follows_verl_agent():
     ok = parse_action("<think>x</think> <action>Go To Desk 1</action>", think=True)
     assert ok.action == "go to desk 1" and ok.format_valid
     no_think = parse_action("<action>look</action>", think=True)
-    assert not no_think.format_valid
+    assert not no_think.format_valid and no_think.action == "look"  # still sent, as verl-agent does
     two = parse_action("<think>x</think><action>a</action><action>b</action>", think=True)
-    assert not two.format_valid
+    assert two.format_valid and two.action == "a"  # the first block, as verl-agent's str.find
     cjk = parse_action("<think>x</think><action>拿</action>", think=True)
     assert not cjk.format_valid
     tail = parse_action("x" * 50 + "go to desk 1", think=True, tail_chars=12)
