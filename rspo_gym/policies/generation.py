@@ -9,6 +9,13 @@ saw. Behaviour log-probs are the log-probabilities of the sampled tokens under
 ``softmax(logits / temperature)`` -- the tempered distribution *before* top-p truncation -- which
 is what a trainer recomputes with teacher forcing (verl does the same), so the two agree to
 numerical precision and the importance ratio starts at exactly 1.
+
+Under constrained decoding (``allowed``) the tokens are drawn from that distribution restricted to
+the ids that continue an allowed reply and renormalised, and the behaviour log-probs are of this
+restricted distribution: it is what was sampled, hence the policy being optimised. The output
+carries the allowed ids of every position (``GenerationOutput.allowed_token_ids``) so a trainer
+recomputes the same restricted log-probs; ratios start at 1 and the policy gradient has no
+``∇ log Z`` term moving mass on or off the allowed set.
 """
 
 from __future__ import annotations
@@ -43,6 +50,9 @@ class GenerationOutput:
     """Sampled token ids, including the end token when one was produced."""
     logprobs: list[list[float]] = field(default_factory=list)
     """Behaviour log-prob of each sampled token, aligned with ``response_ids``."""
+    allowed_token_ids: list[list[list[int]]] | None = None
+    """Under constrained decoding, row -> position -> the token ids allowed there (aligned with
+    ``response_ids``); None when generation was unconstrained."""
 
 
 @runtime_checkable

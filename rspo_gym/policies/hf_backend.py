@@ -3,13 +3,18 @@
 - ``HFBackend``: left-padded batched sampling (temperature, top-p, seed) with a KV cache, and
   optional constrained decoding to given action strings (a token-prefix trie per row).
 - ``ActionTrie``: the prefix trie of token-id sequences used for constraining.
+- ``allowed_token_ids``: the ids allowed at each position of a constrained reply, the same lists
+  ``HFBackend`` records, so a trainer can rebuild the mask of any reply.
 
 Why our own loop rather than ``model.generate``: the log-probs we return must be the ones a
 trainer recomputes by teacher forcing (tempered softmax before top-p, see ``generation.py``), the
 position ids must be the same ``cumsum(attention_mask) - 1`` the trainer uses, and constraining
-needs per-row state. Under constraints the recorded log-probs are still those of the
-*unconstrained* tempered distribution: the mask acts like verl-agent's action projection, part of
-the environment, so importance ratios start at exactly 1.
+needs per-row state. Under constraints the recorded log-probs are those of the *restricted*
+distribution (``softmax(logits / T)`` renormalised over the allowed ids, computed by
+``llm.restricted_logprobs`` as the trainer does): that is the distribution the tokens were drawn
+from, so it is the policy being optimised. The trainer recomputes it from the recorded allowed ids,
+importance ratios start at 1, and the policy gradient has no ``∇ log Z`` term pushing probability
+on or off the allowed set.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import torch
 
 from rspo_gym.policies.generation import GenerationConfig, GenerationOutput
 
-__all__ = ["HFBackend", "ActionTrie", "position_ids", "eos_token_ids"]
+__all__ = ["HFBackend", "ActionTrie", "allowed_token_ids", "position_ids", "eos_token_ids"]
 
 
 def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -61,6 +66,30 @@ class ActionTrie:
             raise ValueError("constrained decoding needs at least one allowed reply")
         return cls([tokenizer(t, add_special_tokens=False)["input_ids"] + [end_id] for t in texts])
 
+    @staticmethod
+    def choices(node: dict) -> list[int]:
+        """The ids that may follow ``node`` (sorted, so recorded lists are reproducible)."""
+        return sorted(node)
+
+    def allowed_along(self, response: Sequence[int]) -> list[list[int]]:
+        """``choices`` at each position of ``response``, walking the trie along its tokens."""
+        node, allowed = self.root, []
+        for token in response:
+            if int(token) not in node:
+                raise ValueError(f"token {int(token)} does not continue any allowed reply")
+            allowed.append(self.choices(node))
+            node = node[int(token)]
+        return allowed
+
+
+def allowed_token_ids(tokenizer, texts: Sequence[str], response_ids: Sequence[int], end_id: int) -> list[list[int]]:
+    """The ids constrained decoding to ``texts`` allowed at each position of ``response_ids``.
+
+    What ``HFBackend.generate`` records for a constrained row; teacher-forcing any allowed reply
+    (not only sampled ones) needs the same lists, and building both from one trie keeps them equal.
+    """
+    return ActionTrie.from_texts(tokenizer, texts, end_id).allowed_along(response_ids)
+
 
 def _nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     """Zero the tail beyond ``top_p`` cumulative mass (the top token always stays)."""
@@ -68,6 +97,14 @@ def _nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     keep = sorted_probs.cumsum(-1) - sorted_probs < top_p
     sorted_probs = sorted_probs * keep
     return torch.zeros_like(probs).scatter_(-1, order, sorted_probs)
+
+
+def _padded(choices: Sequence[Sequence[int]]) -> torch.Tensor:
+    """``(rows, K)`` long ids, right-padded with ``-1`` (the layout ``restricted_logprobs`` takes)."""
+    out = torch.full((len(choices), max(len(c) for c in choices)), -1, dtype=torch.long)
+    for row, ids in enumerate(choices):
+        out[row, :len(ids)] = torch.tensor(ids, dtype=torch.long)
+    return out
 
 
 def _cache_argument(model) -> str:
@@ -137,15 +174,20 @@ class HFBackend:
         texts: list[str] = [""] * n
         response_ids: list[list[int]] = [[] for _ in range(n)]
         logprobs: list[list[float]] = [[] for _ in range(n)]
+        allowed_ids: list[list[list[int]]] | None = None if allowed is None else [[] for _ in range(n)]
         for chunk in self.chunks([len(p) for p in prompt_ids]):
             part = self._generate(
                 [prompt_ids[i] for i in chunk], config, None if allowed is None else [allowed[i] for i in chunk], generator
             )
             for k, i in enumerate(chunk):
                 texts[i], response_ids[i], logprobs[i] = part.texts[k], part.response_ids[k], part.logprobs[k]
-        return GenerationOutput(texts, response_ids, logprobs)
+                if allowed_ids is not None:
+                    allowed_ids[i] = part.allowed_token_ids[k]
+        return GenerationOutput(texts, response_ids, logprobs, allowed_ids)
 
     def _generate(self, prompt_ids, config, allowed, generator) -> GenerationOutput:
+        from rspo_gym.policies.llm import restricted_logprobs  # here: llm.py imports this module
+
         model = self.model
         was_training = model.training
         model.eval()
@@ -166,6 +208,7 @@ class HFBackend:
         eos = torch.tensor(self.eos_ids, device=device)
         tokens: list[list[int]] = [[] for _ in range(B)]
         logps: list[list[float]] = [[] for _ in range(B)]
+        allowed_ids: list[list[list[int]]] = [[] for _ in range(B)]
         finished = torch.zeros(B, dtype=torch.bool, device=device)
         cache_arg = _cache_argument(model)
         out = model(
@@ -173,18 +216,16 @@ class HFBackend:
         )
         last_pos = positions[:, -1]
         for _ in range(max_new_tokens):
-            logits = out.logits[:, -1, :].float()
+            raw = out.logits[:, -1, :]
+            logits = raw.float()
             if config.temperature > 0:
                 logits = logits / config.temperature
-            logp_all = torch.log_softmax(logits, dim=-1)
-            sample_logits = logits
-            if nodes is not None:
+            sample_logits, choices = logits, None
+            if nodes is not None:  # a finished row may take anything (the end token): it is discarded
+                choices = [ActionTrie.choices(node) if node else [self.eos_ids[0]] for node in nodes]
                 mask = torch.full_like(logits, float("-inf"))
-                for b, node in enumerate(nodes):
-                    if node:
-                        mask[b, list(node)] = 0.0
-                    else:  # finished row: anything, it is discarded
-                        mask[b, self.eos_ids[0]] = 0.0
+                for b, ids in enumerate(choices):
+                    mask[b, ids] = 0.0
                 sample_logits = logits + mask
             if config.temperature > 0:
                 probs = torch.softmax(sample_logits, dim=-1)
@@ -196,12 +237,16 @@ class HFBackend:
                 next_tokens = (probs.cpu() / race).argmax(dim=-1).to(device)
             else:
                 next_tokens = sample_logits.argmax(dim=-1)
-            chosen = logp_all.gather(1, next_tokens[:, None]).squeeze(1)
+            if choices is None:
+                chosen = torch.log_softmax(logits, dim=-1).gather(1, next_tokens[:, None]).squeeze(1)
+            else:  # the restricted distribution, by the trainer's own function (see the module docstring)
+                chosen = restricted_logprobs(raw, next_tokens, _padded(choices).to(device), config.temperature)
             for b in torch.nonzero(~finished).flatten().tolist():
                 token = int(next_tokens[b])
                 tokens[b].append(token)
                 logps[b].append(float(chosen[b]))
-                if nodes is not None:
+                if choices is not None:
+                    allowed_ids[b].append(choices[b])
                     nodes[b] = nodes[b].get(token, {})
             finished |= torch.isin(next_tokens, eos)
             if bool(finished.all()):
@@ -220,4 +265,4 @@ class HFBackend:
         if was_training:
             model.train()
         texts = self.tokenizer.batch_decode(tokens, skip_special_tokens=True)
-        return GenerationOutput(texts, tokens, logps)
+        return GenerationOutput(texts, tokens, logps, None if nodes is None else allowed_ids)

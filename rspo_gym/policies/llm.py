@@ -59,6 +59,63 @@ def _entropy(logits: torch.Tensor) -> torch.Tensor:
     return -(logp.exp() * logp).sum(-1)
 
 
+def _tempered(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``logits / temperature`` in float32; temperature 0 (greedy) keeps the raw logits."""
+    logits = logits.float()
+    return logits / temperature if temperature > 0 else logits
+
+
+def _allowed_logits(scaled: torch.Tensor, allowed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(..., K)`` logits at the allowed ids (``-1`` = padding) and the ``(...)`` constrained mask.
+
+    Gathering K entries per position avoids a ``(..., vocab)`` mask. Padding becomes ``-inf`` only
+    at constrained positions: an unconstrained position (no allowed id) gathers finite filler, so
+    the softmax over it stays finite and its discarded ``torch.where`` branch sends no NaN gradient.
+    """
+    constrained = (allowed >= 0).any(-1)
+    choices = scaled.gather(-1, allowed.clamp(min=0))
+    return choices.masked_fill((allowed < 0) & constrained.unsqueeze(-1), float("-inf")), constrained
+
+
+def restricted_logprobs(
+    logits: torch.Tensor, tokens: torch.Tensor, allowed: torch.Tensor | None, temperature: float = 1.0
+) -> torch.Tensor:
+    """Log-prob of ``tokens`` under ``softmax(logits / temperature)`` renormalised over ``allowed``.
+
+    Constrained decoding samples from that restricted distribution, so it is the policy whose
+    ratios, gradients and KL the trainer needs: the unrestricted log-prob differs by ``log Z`` (the
+    allowed mass), whose gradient would push probability on or off the allowed set. ``allowed``
+    (``(..., K)`` ids, ``-1``-padded, see ``TrainingBatch``) marks a position without any allowed id
+    as unconstrained: it keeps ``token_logprobs``, as does every position when ``allowed`` is None.
+    ``HFBackend`` records behaviour log-probs with this same function.
+    """
+    if allowed is None:
+        return token_logprobs(logits, tokens, temperature)
+    scaled = _tempered(logits, temperature)
+    choices, constrained = _allowed_logits(scaled, allowed)
+    restricted = scaled.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) - choices.logsumexp(-1)
+    if bool(constrained.all()):  # the usual constrained batch: no full-vocabulary softmax
+        return restricted
+    return torch.where(constrained, restricted, token_logprobs(logits, tokens, temperature))
+
+
+def restricted_entropy(logits: torch.Tensor, allowed: torch.Tensor | None, temperature: float = 1.0) -> torch.Tensor:
+    """Entropy of the distribution ``restricted_logprobs`` scores (0 where one id is allowed).
+
+    The entropy bonus should measure the randomness of what is actually sampled; over the full
+    vocabulary it would mostly reward mass on tokens constrained decoding can never pick.
+    """
+    scaled = _tempered(logits, temperature)
+    if allowed is None:
+        return _entropy(scaled)
+    choices, constrained = _allowed_logits(scaled, allowed)
+    logp = torch.log_softmax(choices, dim=-1)
+    restricted = -(logp.exp() * logp.masked_fill(allowed < 0, 0.0)).sum(-1)  # 0 · -inf would be NaN
+    if bool(constrained.all()):
+        return restricted
+    return torch.where(constrained, restricted, _entropy(scaled))
+
+
 class LLMPolicy:
     """A causal LM that acts (generates replies) and learns (log-probs, values).
 
@@ -176,10 +233,9 @@ class LLMPolicy:
             )
         logits = out.logits[:, :R, :]
         tokens = batch.input_ids[:, P:P + R]
-        result = {"logprobs": token_logprobs(logits, tokens, temperature)}
+        result = {"logprobs": restricted_logprobs(logits, tokens, batch.allowed, temperature)}
         if entropy:
-            scaled = logits.float() / temperature if temperature > 0 else logits
-            result["entropy"] = _entropy(scaled)
+            result["entropy"] = restricted_entropy(logits, batch.allowed, temperature)
         if values:
             hidden = out.hidden_states[-1][:, P - 1:P - 1 + R, :].detach()  # see ValueHead
             result["values"] = self.value_head(hidden.to(self.value_head.linear.weight.dtype)).float()

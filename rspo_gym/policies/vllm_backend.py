@@ -169,8 +169,8 @@ class VLLMBackend:
         """Sample one response per prompt; the log-probs are tempered and untruncated."""
         if allowed is not None:
             raise NotImplementedError(
-                "VLLMBackend cannot restrict responses to allowed actions; use HFBackend for "
-                "constrained generation"
+                "constrained decoding is HF-only: VLLMBackend cannot restrict responses to allowed "
+                "actions (nor record their restricted log-probs); use HFBackend (backend='hf')"
             )
         if not prompt_ids:
             return GenerationOutput(texts=[], response_ids=[], logprobs=[])

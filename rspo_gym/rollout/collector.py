@@ -139,6 +139,7 @@ def collect(
                     step=turn,
                     action=parsed[k].action,
                     source=source,
+                    allowed_token_ids=None if out.allowed_token_ids is None else out.allowed_token_ids[k],
                 )
             )
             histories[i].append((observations[i], parsed[k].action))

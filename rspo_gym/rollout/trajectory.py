@@ -10,7 +10,9 @@
 Rows of one trajectory are contiguous and in time order (GiGPO's step returns rely on it).
 Tensors use the response-aligned layout of verl: prompts left-padded to ``P``, responses
 right-padded to ``R``, the model input ``[prompt | response]``; every per-token quantity
-(log-probs, advantages, masks) is ``(rows, R)``.
+(log-probs, advantages, masks) is ``(rows, R)``. Rows generated under constrained decoding also
+carry the token ids allowed at each response position, as ``TrainingBatch.allowed`` ``(rows, R,
+K)``, so that the trainer scores them under the restricted distribution they were sampled from.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ class StepRow:
     step: int
     action: str
     source: str = "learner"
+    allowed_token_ids: list[list[int]] | None = None
+    """Constrained decoding only: the token ids allowed at each position of ``response_ids``."""
 
 
 @dataclass
@@ -104,6 +108,10 @@ class TrainingBatch:
     response_mask: Any  # (B, R) float: 1 on real response tokens
     old_logprobs: Any  # (B, R) float: behaviour log-probs, 0 on padding
     prompt_length: int  # P
+    allowed: Any = None
+    """(B, R, K) long: the ids allowed at each constrained response position, right-padded with
+    -1 (K = the most at any position). A position with no id (all -1) is unconstrained: rows
+    generated freely and response padding. None when no row is constrained."""
 
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
@@ -112,12 +120,39 @@ class TrainingBatch:
         """A sub-batch (for micro-batches); keeps the padding widths."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         return TrainingBatch(
-            **{k: (v if k == "prompt_length" else v[rows]) for k, v in values.items()}
+            **{k: (v if k == "prompt_length" or v is None else v[rows]) for k, v in values.items()}
+        )
+
+    def to(self, device: Any) -> "TrainingBatch":
+        """The batch with every tensor on ``device``."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return TrainingBatch(
+            **{k: (v if k == "prompt_length" or v is None else v.to(device)) for k, v in values.items()}
         )
 
 
+def _allowed_tensor(rows: Sequence[StepRow], R: int) -> Any:
+    """``TrainingBatch.allowed`` of ``rows``: -1-padded ``(B, R, K)`` ids, None if none is constrained."""
+    import torch
+
+    constrained = [(b, row.allowed_token_ids) for b, row in enumerate(rows) if row.allowed_token_ids is not None]
+    if not constrained:
+        return None
+    K = max((len(ids) for _, per_position in constrained for ids in per_position), default=1)
+    allowed = torch.full((len(rows), R, K), -1, dtype=torch.long)
+    for b, per_position in constrained:
+        if len(per_position) != len(rows[b].response_ids):
+            raise ValueError(
+                f"row {b}: allowed ids for {len(per_position)} positions, {len(rows[b].response_ids)} response tokens"
+            )
+        for t, ids in enumerate(per_position):
+            allowed[b, t, :len(ids)] = torch.tensor(ids, dtype=torch.long)
+    return allowed
+
+
 def to_batch(rows: Sequence[StepRow], pad_token_id: int, device: Any = None) -> TrainingBatch:
-    """Left-pad prompts, right-pad responses, and align behaviour log-probs with the responses."""
+    """Left-pad prompts, right-pad responses, and align behaviour log-probs (and allowed ids) with
+    the responses."""
     import torch
 
     if not rows:
@@ -140,9 +175,5 @@ def to_batch(rows: Sequence[StepRow], pad_token_id: int, device: Any = None) -> 
             attention[b, P:P + r] = 1
             response_mask[b, :r] = 1.0
             old[b, :r] = torch.tensor(row.logprobs, dtype=torch.float32)
-    batch = TrainingBatch(input_ids, attention, response_mask, old, P)
-    if device is not None:
-        batch = TrainingBatch(
-            input_ids.to(device), attention.to(device), response_mask.to(device), old.to(device), P
-        )
-    return batch
+    batch = TrainingBatch(input_ids, attention, response_mask, old, P, _allowed_tensor(rows, R))
+    return batch if device is None else batch.to(device)
