@@ -35,6 +35,9 @@ class TrainerConfig:
     """Nucleus mass for training rollouts."""
     max_new_tokens: int = 48
     """Reply length bound (verl-agent: 512 with <think>)."""
+    max_prompt_length: int | None = None
+    """Prompt token bound; longer prompts drop history entries oldest-first, and one over it even
+    without history is an error. None: no limit (verl-agent: 2048 ALFWorld, 4096 WebShop)."""
     history_length: int = 2
     """Past (observation, action) pairs in the prompt (verl-agent: 2)."""
     think: bool = False

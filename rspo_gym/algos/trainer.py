@@ -214,6 +214,7 @@ class Trainer:
             think=c.think,
             constrained=c.constrained,
             max_turns=c.max_turns,
+            max_prompt_length=c.max_prompt_length,
         )
 
     def tasks(self, it: int) -> dict[str, Any]:
@@ -389,6 +390,8 @@ class Trainer:
             f"{prefix}/process_progress": sum(t.process_progress for t in trajectories) / n,
             f"{prefix}/length": sum(t.length for t in trajectories) / n,
             f"{prefix}/invalid_rate": sum(t.invalid for t in trajectories) / steps,
+            # the fraction of prompts (steps) that left out history to fit max_prompt_length
+            f"{prefix}/truncated_prompts": sum(t.truncated_prompts for t in trajectories) / steps,
         }
         by_type: dict[str, list[bool]] = {}
         for t in trajectories:

@@ -9,7 +9,10 @@ Any object with ``generate(prompt_ids, config, allowed)`` and a ``tokenizer`` at
 (``LLMPolicy``, or a scripted stand-in in tests). Rewards: ``reward`` is the env's outcome reward
 per step, ``process_reward`` is read from ``info["process_reward"]`` (the ``ProcessReward`` wrapper
 in ``mode="info"``), 0 without it. The loop ends when every env is done or after ``max_turns``
-(default: the env's registered step limit).
+(default: the env's registered step limit). With ``max_prompt_length`` set, a prompt over the limit
+loses history entries oldest-first (``PromptBuilder.fitted_ids``) and each ``Trajectory`` counts
+its truncated prompts; a prompt over the limit even without history stops the rollout with a
+``ValueError`` before that turn's generation call.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from rspo_gym.policies.generation import GenerationConfig
-from rspo_gym.rollout.prompts import PromptBuilder, parse_action, template_for
+from rspo_gym.rollout.prompts import FittedPrompt, PromptBuilder, parse_action, template_for
 from rspo_gym.rollout.trajectory import Rollout, StepRow, Trajectory
 from rspo_gym.rollout.vector import GroupedVectorEnv
 
@@ -57,6 +60,9 @@ class CollectConfig:
     """Restrict replies to the admissible actions (prefix-trie decoding, ``help`` excluded)."""
     max_turns: int | None = None
     """Turn limit; None uses the env's registered ``max_episode_steps`` (else 50)."""
+    max_prompt_length: int | None = None
+    """Token budget of a prompt (chat template included); longer prompts drop history entries
+    oldest-first. None: no limit (verl-agent: 2048 for ALFWorld, 4096 for WebShop)."""
 
     def builder(self, env_id: str | None) -> PromptBuilder:
         return PromptBuilder(template_for(env_id), history_length=self.history_length, think=self.think)
@@ -65,6 +71,16 @@ class CollectConfig:
 def _turn_generation(generation: GenerationConfig, turn: int) -> GenerationConfig:
     """A distinct seed per turn, so that a seeded rollout does not reuse one random stream."""
     return generation if generation.seed is None else replace(generation, seed=generation.seed * 1009 + turn)
+
+
+def _checked(env_index: int, prompt: FittedPrompt, max_length: int | None) -> FittedPrompt:
+    """``prompt`` if it fits; else the error that says which env overflowed and what to change."""
+    if max_length is not None and len(prompt.ids) > max_length:
+        raise ValueError(
+            f"env {env_index}: the prompt is {len(prompt.ids)} tokens without any history, over "
+            f"max_prompt_length={max_length}; raise max_prompt_length or shorten the observation"
+        )
+    return prompt
 
 
 def collect(
@@ -101,17 +117,30 @@ def collect(
     first_infos = list(infos)
     histories: list[list[tuple[str, str]]] = [[] for _ in range(n)]
     rows: list[list[StepRow]] = [[] for _ in range(n)]
+    truncated, dropped = [0] * n, [0] * n
     for turn in range(max_turns):
         active = np.flatnonzero(venv.active).tolist()
         if not active:
             break
-        prompt_ids = [
-            builder.chat_ids(
-                tokenizer,
-                builder.build(infos[i].get("task", ""), observations[i], infos[i].get("admissible_actions", ()), histories[i]),
+        fitted = [
+            _checked(
+                i,
+                builder.fitted_ids(
+                    tokenizer,
+                    infos[i].get("task", ""),
+                    observations[i],
+                    infos[i].get("admissible_actions", ()),
+                    histories[i],
+                    config.max_prompt_length,
+                ),
+                config.max_prompt_length,
             )
             for i in active
         ]
+        prompt_ids = [prompt.ids for prompt in fitted]
+        for i, prompt in zip(active, fitted):
+            truncated[i] += prompt.dropped > 0
+            dropped[i] += prompt.dropped
         allowed = None
         if config.constrained:
             allowed = [constrained_choices(infos[i]["admissible_actions"], infos[i].get("task", "")) for i in active]
@@ -164,6 +193,8 @@ def collect(
                 invalid=sum(not (r.valid and r.format_valid) for r in rows[i]),
                 source=source,
                 task_type=first_infos[i].get("task_type"),
+                truncated_prompts=truncated[i],
+                dropped_history=dropped[i],
             )
         )
     return Rollout([row for per_env in rows for row in per_env], trajectories)

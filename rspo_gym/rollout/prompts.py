@@ -4,7 +4,8 @@
   ``template_for(env_id)`` picks one.
 - ``PromptBuilder``: task + the last ``history_length`` (observation, action) pairs + the current
   observation + the admissible actions, as one user message; ``chat_ids`` applies the tokenizer's
-  chat template.
+  chat template; ``fitted_ids`` drops history entries oldest-first until the prompt fits a token
+  budget (``FittedPrompt``).
 - ``parse_action``: the action inside ``<action>...</action>`` (or the whole reply when tags are
   off) and a format-validity flag.
 
@@ -18,7 +19,7 @@ action only", which is what small models (and constrained decoding) use.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "GENERIC",
     "template_for",
     "PromptBuilder",
+    "FittedPrompt",
     "ParsedAction",
     "parse_action",
 ]
@@ -124,6 +126,15 @@ def template_for(env_id: str | None) -> PromptTemplate:
 
 
 @dataclass(frozen=True)
+class FittedPrompt:
+    """A prompt's token ids and how many history entries were left out to fit the token budget."""
+
+    ids: list[int]
+    dropped: int
+    """Entries of the ``history_length`` window left out, oldest first (0: the prompt is untouched)."""
+
+
+@dataclass(frozen=True)
 class PromptBuilder:
     """Renders the user message for one env at one step.
 
@@ -185,6 +196,48 @@ class PromptBuilder:
                 ids = ids["input_ids"]
             return list(ids)
         return tokenizer(content, add_special_tokens=True)["input_ids"]
+
+    def fitted_ids(
+        self,
+        tokenizer,
+        task: str,
+        observation: str,
+        admissible_actions: Sequence[str],
+        history: Sequence[tuple[str, str]] = (),
+        max_length: int | None = None,
+    ) -> FittedPrompt:
+        """The chat ids of ``build(...)`` keeping the most recent history entries that fit ``max_length``.
+
+        Real runs bound prompts (verl-agent: 2048 tokens for ALFWorld, 4096 for WebShop) and long
+        episodes with history outgrow them; the history is the only part that can go, since the
+        task, the current observation and the admissible actions are what the reply must answer.
+        Entries go oldest-first; a truncated prompt keeps the later template (task, step count,
+        "the most recent k observations"). The kept count is found by binary search (assuming
+        fewer entries never tokenise longer), so a prompt that fits is tokenised once and one that
+        does not ``2 + log2(window)`` times. When even no history fits, the no-history ids are
+        returned with every window entry counted as dropped: the caller checks ``len(ids)``.
+        (verl-agent's WebShop instead falls back to its no-history template above 13,000
+        characters; here the rule is the token budget.)
+        """
+        window = max(min(self.history_length, len(history)), 0)
+
+        def keeping(k: int) -> list[int]:
+            return self.chat_ids(tokenizer, replace(self, history_length=k).build(task, observation, admissible_actions, history))
+
+        ids = keeping(window)
+        if max_length is None or len(ids) <= max_length or window == 0:
+            return FittedPrompt(ids, 0)
+        fits, over, ids = 0, window, keeping(0)
+        if len(ids) > max_length:
+            return FittedPrompt(ids, window)
+        while over - fits > 1:  # keeping `fits` entries fits, keeping `over` does not
+            middle = (fits + over) // 2
+            candidate = keeping(middle)
+            if len(candidate) <= max_length:
+                fits, ids = middle, candidate
+            else:
+                over = middle
+        return FittedPrompt(ids, window - fits)
 
 
 @dataclass(frozen=True)

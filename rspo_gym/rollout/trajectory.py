@@ -2,7 +2,8 @@
 
 - ``StepRow``: what a step contributes to training (prompt and response ids, behaviour
   log-probs, rewards, anchor, validity, group / trajectory ids, source policy).
-- ``Trajectory``: per-trajectory summary (outcome, process return, won, score, length).
+- ``Trajectory``: per-trajectory summary (outcome, process return, won, score, length, prompts
+  truncated to the token budget).
 - ``Rollout``: rows + trajectories, with ``extend`` (union of two rollouts, e.g. learner and
   explorer) and ``to_batch``.
 - ``TrainingBatch`` / ``to_batch``: rows become padded tensors once, in one place.
@@ -76,6 +77,10 @@ class Trajectory:
     """Steps whose action the env did not accept."""
     source: str = "learner"
     task_type: str | None = None
+    truncated_prompts: int = 0
+    """Steps whose prompt left out history entries to fit ``max_prompt_length``."""
+    dropped_history: int = 0
+    """History entries left out over the episode (summed over its truncated prompts)."""
 
 
 @dataclass
