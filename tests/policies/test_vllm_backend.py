@@ -168,7 +168,7 @@ def test_allowed_actions_are_refused(shared):
         backend.generate(PROMPTS[:1], SAMPLING, allowed=[["go north"]])
 
 
-@pytest.mark.parametrize("weight_sync", ["reload", "rebuild"])
+@pytest.mark.parametrize("weight_sync", ["memory", "reload", "rebuild"])
 def test_sync_weights_follows_the_trainer(weight_sync):
     model, tokenizer = tiny_model(seed=1)
     backend = make_backend(model, tokenizer, weight_sync=weight_sync)
@@ -183,5 +183,49 @@ def test_sync_weights_follows_the_trainer(weight_sync):
         print(f"\nmax log-prob gap after sync_weights ({weight_sync}): {gap:.2e}")
         assert gap < TOLERANCE
         assert after.response_ids != before.response_ids
+    finally:
+        backend.shutdown()
+
+
+def test_a_shared_engine_generates_each_backends_own_weights():
+    learner, tokenizer = tiny_model(seed=1)
+    explorer, _ = tiny_model(seed=1)
+    perturb(explorer, seed=3)
+    backend = make_backend(learner, tokenizer)
+    other = backend.sharing(explorer)
+    try:
+        for policy_backend, model in ((other, explorer), (backend, learner), (other, explorer)):
+            output = policy_backend.generate(PROMPTS, SAMPLING)
+            assert max_logprob_gap(model, PROMPTS, output, SAMPLING.temperature) < TOLERANCE
+        assert backend._engine is other._engine
+    finally:
+        backend.shutdown()
+
+
+def test_lora_models_sync_their_merged_weights():
+    from peft import LoraConfig, get_peft_model
+
+    from rspo_gym.policies.vllm_backend import merged_weights
+
+    base, tokenizer = tiny_model(seed=4)
+    model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"]))
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(0.0, 0.2)  # peft starts B at 0: make the adapter matter
+    names = {name for name, _ in merged_weights(model)}
+    assert names == set(tiny_model(seed=4)[0].state_dict())  # the base model's checkpoint names
+    backend = make_backend(model, tokenizer)
+    try:
+        output = backend.generate(PROMPTS, SAMPLING)
+        assert max_logprob_gap(model, PROMPTS, output, SAMPLING.temperature) < TOLERANCE
+        with torch.no_grad():
+            for name, parameter in model.named_parameters():
+                if "lora_A" in name:
+                    parameter.mul_(-1.0)
+        assert max_logprob_gap(model, PROMPTS, output, SAMPLING.temperature) > 0.1, "no real change"
+        backend.sync_weights()
+        after = backend.generate(PROMPTS, SAMPLING)
+        assert max_logprob_gap(model, PROMPTS, after, SAMPLING.temperature) < TOLERANCE
     finally:
         backend.shutdown()
