@@ -51,6 +51,24 @@ class TrainerConfig:
     processes: int = 0
     """Env worker processes (0: in-process)."""
 
+    # -- generation engine
+    generation_backend: str = "hf"
+    """``hf`` (transformers, in the trainer's process, constrained decoding) or ``vllm``: a vLLM
+    engine colocated with the learner, weights pushed from memory after each update, the explorer
+    on the same engine (needs the ``[vllm]`` extra and ``constrained=False``)."""
+    vllm_gpu_memory_utilization: float = 0.4
+    """Share of the GPU vLLM reserves for weights and KV cache (the learner needs the rest)."""
+    vllm_enable_sleep_mode: bool | None = None
+    """Free vLLM's KV cache and weights while the learner updates (CUDA only); None: on with CUDA."""
+    vllm_tensor_parallel_size: int = 1
+    """GPUs one vLLM engine spreads over."""
+    vllm_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Further ``vllm.LLM`` arguments (e.g. ``kv_cache_memory_bytes``, ``max_model_len``)."""
+    recompute_old_logprobs: bool | None = None
+    """Recompute the behaviour log-probs with the learner before the update, so PPO ratios start
+    from one numerics (verl does); None: on with ``vllm``, whose kernels differ from the learner's,
+    off with ``hf``, whose recorded log-probs already are the learner's."""
+
     # -- reward
     reward: str = "outcome"
     """``outcome`` (10 x won), ``score`` (10 x env reward, WebShop's score) or ``dense`` (outcome + process)."""

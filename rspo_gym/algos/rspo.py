@@ -192,8 +192,10 @@ class RSPOTrainer(Trainer):
         from rspo_gym.policies.llm import LLMPolicy
 
         c = self.config
+        model = copy.deepcopy(self.policy.model)
+        backend = self.policy.backend.sharing(model) if hasattr(self.policy.backend, "sharing") else None
         self.explorer = LLMPolicy(
-            copy.deepcopy(self.policy.model), self.policy.tokenizer, value_head=self.needs_values,
+            model, self.policy.tokenizer, backend=backend, value_head=self.needs_values,
             micro_batch_size=self.policy.micro_batch_size, seed=c.seed + 1, autocast_dtype=self.policy.autocast_dtype,
         )
         if self.needs_values:
@@ -232,9 +234,9 @@ class RSPOTrainer(Trainer):
         for _ in range(c.explorer_updates):
             view = Trainer.reward_view(self, explorer_rollout, "dense")
             batch = to_batch(explorer_rollout.rows, self.explorer.pad_token_id, self.explorer.device)
-            old_values = self.explorer.logprobs(batch, temperature=c.temperature, values=True)["values"] if self.needs_values else None
+            old_logprobs, old_values = self.old_policy_outputs(self.explorer, batch)
             estimate = self.estimate(view, batch, old_values)
-            stats = self.update(self.explorer, self.explorer_optimizer, batch, estimate, it, old_values=old_values)
+            stats = self.update(self.explorer, self.explorer_optimizer, batch, estimate, it, old_values=old_values, old_logprobs=old_logprobs)
             metrics.update({k.replace("train/", "explorer/"): v for k, v in stats.items()})
         return metrics
 
@@ -243,16 +245,16 @@ class RSPOTrainer(Trainer):
         c = self.config
         view = super().reward_view(merged, c.reward)
         batch = to_batch(merged.rows, self.policy.pad_token_id, self.policy.device)
-        old = batch.old_logprobs.clone()
+        recomputed, old_values = self.old_policy_outputs(self.policy, batch)
+        old = batch.old_logprobs.clone() if recomputed is None else recomputed
         weights = torch.ones_like(old)
         replayed = torch.tensor([r.source != "learner" for r in merged.rows])
         if bool(replayed.any()):
             rows = torch.nonzero(replayed).flatten()
             sub = batch.index(rows)
-            learner_logp = self.policy.logprobs(sub, temperature=c.temperature)["logprobs"]
+            learner_logp = self.policy.logprobs(sub, temperature=c.temperature)["logprobs"] if recomputed is None else recomputed[rows]
             old[rows] = learner_logp
             weights[rows] = truncated_is_weights(learner_logp, sub.old_logprobs, sub.response_mask, cap=c.is_cap)
-        old_values = self.policy.logprobs(batch, temperature=c.temperature, values=True)["values"] if self.needs_values else None
         return {"view": view, "batch": batch, "old_logprobs": old, "is_weights": weights, "old_values": old_values}
 
     def _learner_update(self, merged: Rollout, it: int) -> dict[str, float]:

@@ -43,6 +43,7 @@ from rspo_gym.rollout.vector import GroupedVectorEnv
 __all__ = ["Trainer", "RewardView", "Estimate", "PRECISIONS", "INVALID_PENALTY_ON", "resolve_precision", "loss_weights"]
 
 PRECISIONS = ("fp32", "bf16-mixed", "bf16")
+GENERATION_BACKENDS = ("hf", "vllm")
 INVALID_PENALTY_ON = ("format", "format_or_env")
 
 
@@ -173,6 +174,7 @@ class Trainer:
         for it in range(self.iteration, total):
             start = time.perf_counter()
             rollout = self.collect(it)
+            self.policy.release_generation_memory()  # vLLM's sleep mode: the update gets the GPU
             collected = time.perf_counter()
             metrics = {"iteration": it + 1, **self.rollout_metrics(rollout)}
             metrics.update(self.train_on(rollout, it))
@@ -279,13 +281,30 @@ class Trainer:
         """Advantages for a rollout and the policy update on it."""
         view = self.reward_view(rollout, self.reward_kind(it))
         batch = to_batch(rollout.rows, self.policy.pad_token_id, self.policy.device)
-        old_values = self.policy.logprobs(batch, temperature=self.config.temperature, values=True)["values"] if self.needs_values else None
+        old_logprobs, old_values = self.old_policy_outputs(self.policy, batch)
         estimate = self.estimate(view, batch, old_values)
-        metrics = self.update(self.policy, self.optimizer, batch, estimate, it, old_values=old_values)
+        metrics = self.update(self.policy, self.optimizer, batch, estimate, it, old_values=old_values, old_logprobs=old_logprobs)
         metrics["train/reward_mean"] = float(view.episode.mean())
         for key, value in (estimate.metrics or {}).items():
             metrics[f"adv/{key}"] = value
         return metrics
+
+    @property
+    def recompute_old_logprobs(self) -> bool:
+        """Whether the learner recomputes behaviour log-probs (the config's, else on with vLLM)."""
+        c = self.config
+        return c.recompute_old_logprobs if c.recompute_old_logprobs is not None else c.generation_backend == "vllm"
+
+    def old_policy_outputs(self, policy, batch: TrainingBatch) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """The PPO "old" log-probs (None: the recorded behaviour ones) and, for a critic, old values.
+
+        One no-grad pass gives both when both are needed.
+        """
+        recompute = self.recompute_old_logprobs
+        if not (recompute or policy.value_head is not None):
+            return None, None
+        out = policy.logprobs(batch, temperature=self.config.temperature, values=policy.value_head is not None)
+        return (out["logprobs"] if recompute else None), out.get("values")
 
     def update(
         self,
@@ -512,6 +531,13 @@ class Trainer:
         c = self.config
         if c.dense_outcome not in DENSE_OUTCOMES:
             raise ValueError(f"dense_outcome must be one of {DENSE_OUTCOMES}, got {c.dense_outcome!r}")
+        if c.generation_backend not in GENERATION_BACKENDS:
+            raise ValueError(f"generation_backend must be one of {GENERATION_BACKENDS}, got {c.generation_backend!r}")
+        if c.generation_backend == "vllm" and c.constrained:
+            raise ValueError(
+                "constrained decoding is HF-only: set constrained=False with generation_backend='vllm' "
+                "(real instruction models write <think>/<action> replies; think=True asks for them)"
+            )
         if c.invalid_penalty_on not in INVALID_PENALTY_ON:
             raise ValueError(f"invalid_penalty_on must be one of {INVALID_PENALTY_ON}, got {c.invalid_penalty_on!r}")
         resolve_precision(c.precision, "cpu")
@@ -544,8 +570,33 @@ class Trainer:
         dtype = torch.bfloat16 if self.precision == "bf16" else torch.float32
         network, tokenizer = load_model(model, seed=self.config.seed, dtype=dtype)
         return LLMPolicy(
-            network, tokenizer, value_head=self.needs_values, micro_batch_size=self.config.micro_batch_size,
-            seed=self.config.seed, autocast_dtype=torch.bfloat16 if self.precision == "bf16-mixed" else None,
+            network, tokenizer, backend=self._generation_backend(network, tokenizer), value_head=self.needs_values,
+            micro_batch_size=self.config.micro_batch_size, seed=self.config.seed,
+            autocast_dtype=torch.bfloat16 if self.precision == "bf16-mixed" else None,
+        )
+
+    def _generation_backend(self, model, tokenizer):
+        """None (the policy's own ``HFBackend``) or a vLLM engine colocated in this process.
+
+        The engine runs in the trainer's process (TRL's colocate mode), so weight pushes pass
+        tensors by reference; a user who set ``VLLM_ENABLE_V1_MULTIPROCESSING`` keeps their choice.
+        It computes in the learner's precision: bfloat16 under ``bf16-mixed`` and ``bf16``.
+        """
+        c = self.config
+        if c.generation_backend == "hf":
+            return None
+        from rspo_gym.policies.vllm_backend import VLLMBackend
+
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        cuda = next(model.parameters()).device.type == "cuda"
+        sleep = c.vllm_enable_sleep_mode if c.vllm_enable_sleep_mode is not None else cuda
+        options: dict[str, Any] = {"enable_sleep_mode": True} if sleep else {}
+        if c.max_prompt_length is not None:
+            options["max_model_len"] = c.max_prompt_length + c.max_new_tokens
+        options.update(c.vllm_kwargs)
+        return VLLMBackend(
+            model, tokenizer, dtype="float32" if self.precision == "fp32" else "bfloat16", seed=c.seed,
+            gpu_memory_utilization=c.vllm_gpu_memory_utilization, tensor_parallel_size=c.vllm_tensor_parallel_size, **options,
         )
 
     def _make_optimizer(self, policy) -> torch.optim.Optimizer:

@@ -183,6 +183,12 @@ class LLMPolicy:
         """Push freshly trained weights to the generation backend (no-op for ``HFBackend``)."""
         self.backend.sync_weights()
 
+    def release_generation_memory(self) -> None:
+        """Let the generation engine free its memory until it next generates (vLLM's sleep mode)."""
+        sleep = getattr(self.backend, "sleep", None)
+        if sleep is not None:
+            sleep()
+
     # -- learning ------------------------------------------------------------------------------
     def autocast(self):
         """The mixed-precision context of forward passes (a no-op without ``autocast_dtype``)."""

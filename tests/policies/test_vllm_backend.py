@@ -229,3 +229,32 @@ def test_lora_models_sync_their_merged_weights():
         assert max_logprob_gap(model, PROMPTS, after, SAMPLING.temperature) < TOLERANCE
     finally:
         backend.shutdown()
+
+
+@pytest.mark.parametrize("base", ["grpo", "ppo"])
+def test_rspo_trainer_iteration_generates_with_vllm(base):
+    """Learner and explorer share one engine; old log-probs are the learner's own recomputation."""
+    import rspo_gym  # noqa: F401
+    from rspo_gym.algos import RSPOTrainer
+
+    trainer = RSPOTrainer(
+        "rspo/ALFWorld-v0", model="tiny", base=base, generation_backend="vllm", constrained=False,
+        vllm_kwargs={"kv_cache_memory_bytes": 64 << 20, "max_model_len": 2048}, num_groups=1, group_size=2,
+        explorer_group_size=1, max_turns=2, max_new_tokens=8, eval_every=0, progress=False,
+    )
+    assert trainer.recompute_old_logprobs
+    assert trainer.explorer.backend._engine is trainer.policy.backend._engine
+    before = {k: v.clone() for k, v in trainer.policy.model.state_dict().items()}
+    history = trainer.learn(2)
+    assert [row["iteration"] for row in history] == [1, 2] and "explorer/success" in history[-1]
+    assert any(not torch.equal(before[k], v) for k, v in trainer.policy.model.state_dict().items())
+    # after the updates the engine generates the learner's new weights
+    rollout = trainer.collect(2)
+    batch_rows = [row for row in rollout.rows if row.response_ids][:4]
+    from rspo_gym.rollout.trajectory import to_batch
+
+    batch = to_batch(batch_rows, trainer.policy.pad_token_id)
+    recomputed = trainer.policy.logprobs(batch, temperature=trainer.config.temperature)["logprobs"]
+    gap = ((recomputed - batch.old_logprobs) * batch.response_mask).abs().max()
+    assert float(gap) < TOLERANCE
+    trainer.policy.backend.shutdown()
