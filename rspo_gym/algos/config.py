@@ -124,9 +124,22 @@ class TrainerConfig:
     entropy_coef: float = 0.001
     """Entropy bonus weight (verl-agent: 0.001)."""
     kl_coef: float = 0.0
-    """KL-to-reference weight; > 0 keeps a frozen copy of the initial policy (verl-agent: 0.01)."""
+    """KL-to-reference weight (verl-agent: 0.01). > 0 with full fine-tuning keeps a frozen copy of
+    the initial policy (bfloat16 unless ``precision="fp32"``); with LoRA the reference is the base."""
     kl_kind: str = "k3"
     """KL estimator (verl-agent: low_var_kl = k3)."""
+    lora_r: int = 0
+    """LoRA rank of the learner; 0 trains every weight. With LoRA the KL reference is the base with
+    the adapter disabled and RSPO's explorer a second adapter on the same base: no model copies."""
+    lora_alpha: float = 32.0
+    """LoRA scaling numerator (the update is scaled by ``lora_alpha / lora_r``)."""
+    lora_dropout: float = 0.0
+    """Dropout on the LoRA branch."""
+    lora_target_modules: str | list[str] = "all-linear"
+    """Modules that get adapters (peft's ``target_modules``; ``all-linear``: every linear but the head)."""
+    ref_offload: bool = False
+    """Keep the full fine-tuning KL reference on the CPU, moved to the learner's device only for
+    its forward passes (memory for time; no effect with LoRA, whose reference is the base)."""
     max_grad_norm: float = 1.0
     """Clipping of the policy's gradient norm, over the policy's parameters alone (verl-agent: 1.0)."""
 
@@ -224,7 +237,9 @@ class RSPOConfig(GiGPOConfig, PPOConfig):
     explorer_updates: int = 1
     """Dense-reward updates of the explorer per iteration (U_p)."""
     explorer_lora: bool = False
-    """Explorer as a LoRA adapter copy (r=8) instead of a full copy."""
+    """With full fine-tuning: train the explorer as a LoRA adapter (r=8) on a frozen copy of the
+    learner instead of training the whole copy. With a LoRA learner (``lora_r > 0``) the explorer is
+    always a second adapter on the learner's base, and no copy is made."""
     replay_age: int = 2
     """Learner updates an explorer trajectory joins, counting the iteration it was sampled in:
     trajectories sampled at iteration ``b`` are replayed at iterations ``b .. b + replay_age - 1``

@@ -188,20 +188,38 @@ class RSPOTrainer(Trainer):
 
     # -- explorer
     def sync_explorer(self) -> None:
-        """phi <- theta: a fresh copy of the learner (LoRA adapter on a frozen copy if configured)."""
+        """phi <- theta, with a fresh explorer optimizer.
+
+        A LoRA learner's explorer is a second adapter on the same base whose weights are set to the
+        learner's adapter (no copy of the base). With full fine-tuning it is a copy of the learner
+        (trained whole, or through a LoRA adapter on the frozen copy with ``explorer_lora``).
+        """
+        from rspo_gym.policies.adapters import adapter_parameters
         from rspo_gym.policies.llm import LLMPolicy
 
         c = self.config
-        model = copy.deepcopy(self.policy.model)
-        backend = self.policy.backend.sharing(model) if hasattr(self.policy.backend, "sharing") else None
-        self.explorer = LLMPolicy(
-            model, self.policy.tokenizer, backend=backend, value_head=self.needs_values,
-            micro_batch_size=self.policy.micro_batch_size, seed=c.seed + 1, autocast_dtype=self.policy.autocast_dtype,
-        )
+        learner = self.policy
+        if learner.adapter is not None:
+            if self.explorer is None:
+                backend = learner.backend.sharing(learner.model, adapter="explorer") if hasattr(learner.backend, "sharing") else None
+                self.explorer = learner.sibling(backend=backend, value_head=self.needs_values, seed=c.seed + 1)
+                self.explorer.add_lora(r=c.lora_r, alpha=c.lora_alpha, dropout=c.lora_dropout, target_modules=c.lora_target_modules, name="explorer")
+            theirs = dict(adapter_parameters(learner.model, learner.adapter))
+            with torch.no_grad():
+                for name, parameter in adapter_parameters(learner.model, "explorer"):
+                    parameter.copy_(theirs[name.replace(".explorer.", f".{learner.adapter}.")])
+            self.explorer.sync_weights()
+        else:
+            model = copy.deepcopy(learner.model)
+            backend = learner.backend.sharing(model) if hasattr(learner.backend, "sharing") else None
+            self.explorer = LLMPolicy(
+                model, learner.tokenizer, backend=backend, value_head=self.needs_values,
+                micro_batch_size=learner.micro_batch_size, seed=c.seed + 1, autocast_dtype=learner.autocast_dtype,
+            )
+            if c.explorer_lora:
+                self.explorer.add_lora()
         if self.needs_values:
-            self.explorer.value_head.load_state_dict(self.policy.value_head.state_dict())
-        if c.explorer_lora:
-            self.explorer.add_lora()
+            self.explorer.value_head.load_state_dict(learner.value_head.state_dict())
         self.explorer_optimizer = self._make_optimizer(self.explorer)
 
     def collect(self, it: int) -> Rollout:

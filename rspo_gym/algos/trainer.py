@@ -139,7 +139,7 @@ class Trainer:
         self.env_id = self.venv.spec.id if self.venv.spec is not None else None
         self.policy = self._make_policy(model)
         self.optimizer = self._make_optimizer(self.policy)
-        self.reference = self._frozen_copy(self.policy) if self.config.kl_coef > 0 else None
+        self.reference = self._make_reference(self.policy) if self.config.kl_coef > 0 else None
         self.iteration = 0
         self.history: list[dict[str, Any]] = []
         self._eval_venvs: dict[tuple[str | None, int], GroupedVectorEnv] = {}
@@ -519,7 +519,7 @@ class Trainer:
         return path
 
     def load_checkpoint(self, path: str | Path) -> None:
-        self.load_state(torch.load(path, map_location=self.policy.device, weights_only=False))
+        self.load_state(torch.load(path, map_location="cpu", weights_only=False))  # copied onto the device by load_state
 
     def _require_output_dir(self) -> Path:
         if self.output_dir is None:
@@ -569,11 +569,15 @@ class Trainer:
         self.precision = resolve_precision(self.config.precision, "cuda" if torch.cuda.is_available() else "cpu")
         dtype = torch.bfloat16 if self.precision == "bf16" else torch.float32
         network, tokenizer = load_model(model, seed=self.config.seed, dtype=dtype)
-        return LLMPolicy(
+        policy = LLMPolicy(
             network, tokenizer, backend=self._generation_backend(network, tokenizer), value_head=self.needs_values,
             micro_batch_size=self.config.micro_batch_size, seed=self.config.seed,
             autocast_dtype=torch.bfloat16 if self.precision == "bf16-mixed" else None,
         )
+        c = self.config
+        if c.lora_r > 0:
+            policy.add_lora(r=c.lora_r, alpha=c.lora_alpha, dropout=c.lora_dropout, target_modules=c.lora_target_modules)
+        return policy
 
     def _generation_backend(self, model, tokenizer):
         """None (the policy's own ``HFBackend``) or a vLLM engine colocated in this process.
@@ -608,13 +612,23 @@ class Trainer:
             groups.append({"params": critic, "lr": c.critic_lr if c.critic_lr is not None else 10 * c.learning_rate})
         return torch.optim.AdamW(groups, lr=c.learning_rate, weight_decay=c.weight_decay)
 
-    @staticmethod
-    def _frozen_copy(policy):
+    def _make_reference(self, policy):
+        """The frozen KL reference: the base with adapters disabled for a LoRA learner (no copy),
+        else a copy of the initial model, in bfloat16 unless the run is fp32, on the CPU between
+        its forward passes under ``ref_offload``."""
         from rspo_gym.policies.llm import LLMPolicy
 
-        frozen = LLMPolicy(copy.deepcopy(policy.model), policy.tokenizer, micro_batch_size=policy.micro_batch_size, autocast_dtype=policy.autocast_dtype)
-        for parameter in frozen.model.parameters():
+        if policy.adapter is not None:
+            return policy.sibling(adapters_off=True)
+        model = copy.deepcopy(policy.model)
+        if self.precision != "fp32":
+            model.to(torch.bfloat16)
+        for parameter in model.parameters():
             parameter.requires_grad_(False)
+        frozen = LLMPolicy(model, policy.tokenizer, micro_batch_size=policy.micro_batch_size, autocast_dtype=policy.autocast_dtype)
+        if self.config.ref_offload:
+            frozen.compute_device = policy.device
+            model.to("cpu")
         return frozen
 
     def close(self) -> None:

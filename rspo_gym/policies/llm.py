@@ -19,6 +19,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
+from rspo_gym.policies.adapters import active_adapter, adapter_parameters, adapters_disabled, is_peft, merged_weights
 from rspo_gym.policies.generation import GenerationBackend, GenerationConfig, GenerationOutput
 from rspo_gym.policies.hf_backend import HFBackend, position_ids
 
@@ -129,6 +130,10 @@ class LLMPolicy:
         autocast_dtype: run the model's forward passes (training, log-probs and transformers
             generation) under ``torch.autocast`` in this dtype (``torch.bfloat16`` for
             mixed precision: float32 weights, bfloat16 compute); None runs in the weights' dtype.
+
+    Several policies can share one peft model (see ``adapters.py``): ``adapter`` names the LoRA
+    adapter this policy computes and trains with, and a policy made by ``base_view`` computes with
+    the adapters disabled (a KL reference at the cost of no copy).
     """
 
     def __init__(
@@ -144,6 +149,9 @@ class LLMPolicy:
     ):
         self.model, self.tokenizer = model, tokenizer
         self.autocast_dtype = autocast_dtype
+        self.adapter: str | None = None
+        self.adapters_off = False
+        self.compute_device: torch.device | None = None
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         tokenizer.padding_side = "left"
@@ -174,10 +182,11 @@ class LLMPolicy:
         Transformers generation runs under the same autocast as training, so behaviour and
         teacher-forced log-probs share one numerics; other engines keep their own.
         """
-        if isinstance(self.backend, HFBackend):
-            with self.autocast():
-                return self.backend.generate(prompt_ids, config, allowed)
-        return self.backend.generate(prompt_ids, config, allowed)
+        with self.routing():
+            if isinstance(self.backend, HFBackend):
+                with self.autocast():
+                    return self.backend.generate(prompt_ids, config, allowed)
+            return self.backend.generate(prompt_ids, config, allowed)
 
     def sync_weights(self) -> None:
         """Push freshly trained weights to the generation backend (no-op for ``HFBackend``)."""
@@ -194,8 +203,15 @@ class LLMPolicy:
         """The mixed-precision context of forward passes (a no-op without ``autocast_dtype``)."""
         return torch.autocast(self.device.type, dtype=self.autocast_dtype or torch.bfloat16, enabled=self.autocast_dtype is not None)
 
+    def routing(self):
+        """The context that makes the shared model compute as this policy (its adapter, or none)."""
+        return adapters_disabled(self.model) if self.adapters_off else active_adapter(self.model, self.adapter)
+
     def policy_parameters(self) -> list[nn.Parameter]:
-        """The trainable parameters of the language model (the actor)."""
+        """The trainable parameters of the language model (the actor): this policy's adapter's, or
+        every parameter that requires a gradient."""
+        if self.adapter is not None:
+            return [p for _, p in adapter_parameters(self.model, self.adapter)]
         return [p for p in self.model.parameters() if p.requires_grad]
 
     def critic_parameters(self) -> list[nn.Parameter]:
@@ -228,7 +244,7 @@ class LLMPolicy:
         need_hidden = values
         if values and self.value_head is None:
             raise ValueError("this policy has no value head: build it with value_head=True")
-        with self.autocast():
+        with self.routing(), self.autocast():
             out = self.model(
                 input_ids=batch.input_ids,
                 attention_mask=batch.attention_mask,
@@ -249,45 +265,99 @@ class LLMPolicy:
 
     @torch.no_grad()
     def logprobs(self, batch, *, temperature: float = 1.0, values: bool = False) -> dict[str, torch.Tensor]:
-        """``forward`` without gradients, micro-batched (old / reference log-probs, old values)."""
+        """``forward`` without gradients, micro-batched (old / reference log-probs, old values).
+
+        A policy kept off its compute device (``compute_device``: a reference offloaded to the CPU)
+        moves there for the call and back after it.
+        """
         was_training = self.model.training
+        home = self.device
+        if self.compute_device is not None and self.compute_device != home:
+            self.model.to(self.compute_device)
         self.train(False)
-        parts: list[dict[str, torch.Tensor]] = []
-        for start in range(0, len(batch), self.micro_batch_size):
-            rows = torch.arange(start, min(start + self.micro_batch_size, len(batch)))
-            parts.append(self.forward(batch.index(rows), temperature=temperature, values=values))
-        self.train(was_training)
+        try:
+            parts: list[dict[str, torch.Tensor]] = []
+            for start in range(0, len(batch), self.micro_batch_size):
+                rows = torch.arange(start, min(start + self.micro_batch_size, len(batch)))
+                parts.append(self.forward(batch.index(rows), temperature=temperature, values=values))
+        finally:
+            self.train(was_training)
+            self.model.to(home)
         return {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
 
     # -- adapters and persistence --------------------------------------------------------------
-    def add_lora(self, *, r: int = 8, alpha: int = 16, dropout: float = 0.0, target_modules="all-linear") -> None:
-        """Wrap the model with a trainable LoRA adapter (base weights frozen)."""
+    def add_lora(
+        self, *, r: int = 8, alpha: float = 16, dropout: float = 0.0, target_modules="all-linear", name: str = "default"
+    ) -> None:
+        """Give this policy a trainable LoRA adapter ``name`` (base weights frozen).
+
+        The first adapter wraps the model with peft; a later one is added beside the others on the
+        same base (peft's multi-adapter model), so policies sharing the model never copy the base.
+        """
         try:
             from peft import LoraConfig, get_peft_model
         except ImportError as err:  # pragma: no cover - depends on the install
             raise ImportError("LoRA needs peft: pip install 'rspo-gym[llm]'") from err
         config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=target_modules)
-        self.model = get_peft_model(self.model, config)
-        if isinstance(self.backend, HFBackend):
-            self.backend.model = self.model
+        if is_peft(self.model):
+            self.model.add_adapter(name, config)
+        else:
+            self.model = get_peft_model(self.model, config, adapter_name=name)
+            if hasattr(self.backend, "model"):  # the backend generates from the wrapped model now
+                self.backend.model = self.model
+        self.adapter = name
+        for _, parameter in adapter_parameters(self.model, name):
+            parameter.requires_grad_(True)
 
-    def save(self, path: str | Path) -> None:
-        """Weights and tokenizer in Hugging Face format (+ ``value_head.pt``)."""
+    def sibling(self, *, adapter: str | None = None, adapters_off: bool = False, backend: GenerationBackend | None = None,
+                value_head: bool = False, seed: int = 0) -> "LLMPolicy":
+        """Another policy on this policy's model: ``adapters_off`` computes with the bare base
+        (the KL reference of a LoRA learner), otherwise ``add_lora`` gives it its own adapter."""
+        other = LLMPolicy(
+            self.model, self.tokenizer, backend=backend, value_head=value_head, micro_batch_size=self.micro_batch_size,
+            seed=seed, autocast_dtype=self.autocast_dtype,
+        )
+        other.adapter, other.adapters_off = adapter, adapters_off
+        return other
+
+    def save(self, path: str | Path, *, merged: bool = False, max_shard_size: str = "5GB") -> None:
+        """Weights and tokenizer in Hugging Face format (+ ``value_head.pt``), sharded safetensors.
+
+        A LoRA policy saves its adapter in peft's format (``adapter_config.json`` +
+        ``adapter_model.safetensors``, loadable onto the base); ``merged=True`` writes the base with
+        the adapter folded in instead, a plain model ``AutoModelForCausalLM`` loads.
+        """
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(path)
+        if self.adapter is not None and not merged:
+            self.model.save_pretrained(path, selected_adapters=[self.adapter])
+        else:
+            base = self.model.get_base_model() if is_peft(self.model) else self.model
+            base.save_pretrained(path, state_dict=dict(merged_weights(self.model, self.adapter)), max_shard_size=max_shard_size)
         self.tokenizer.save_pretrained(path)
         if self.value_head is not None:
             torch.save(self.value_head.state_dict(), path / "value_head.pt")
 
     def state_dict(self) -> dict:
-        state = {"model": self.model.state_dict()}
+        """What a checkpoint needs: the whole model, or only this policy's adapter."""
+        if self.adapter is not None:
+            state = {"adapter": {name: p.detach().clone() for name, p in adapter_parameters(self.model, self.adapter)}}
+        else:
+            state = {"model": self.model.state_dict()}
         if self.value_head is not None:
             state["value_head"] = self.value_head.state_dict()
         return state
 
     def load_state_dict(self, state: dict) -> None:
-        self.model.load_state_dict(state["model"])
+        if "adapter" in state:
+            own = dict(adapter_parameters(self.model, self.adapter or ""))
+            if set(own) != set(state["adapter"]):
+                raise ValueError(f"the checkpoint's adapter does not match adapter {self.adapter!r} of this policy")
+            with torch.no_grad():
+                for name, tensor in state["adapter"].items():
+                    own[name].copy_(tensor)
+        else:
+            self.model.load_state_dict(state["model"])
         if self.value_head is not None and "value_head" in state:
             self.value_head.load_state_dict(state["value_head"])
         self.sync_weights()

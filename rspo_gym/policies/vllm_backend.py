@@ -61,10 +61,11 @@ import logging
 import tempfile
 from typing import Any, Literal, Sequence
 
+from rspo_gym.policies.adapters import merged_weights
 from rspo_gym.policies.generation import GenerationConfig, GenerationOutput
 from rspo_gym.policies.hf_backend import eos_token_ids
 
-__all__ = ["VLLMBackend", "VLLMWorkerExtension"]
+__all__ = ["VLLMBackend", "VLLMWorkerExtension", "merged_weights"]
 
 logger = logging.getLogger(__name__)
 
@@ -119,36 +120,6 @@ class VLLMWorkerExtension:
         return True
 
 
-def merged_weights(model: Any) -> list[tuple[str, Any]]:
-    """``model``'s weights under the base model's checkpoint names, LoRA adapters merged in.
-
-    For a plain transformers model these are its state-dict tensors (detached, not copied). For a
-    peft model each LoRA-wrapped layer contributes ``base + ΔW`` of the active adapter (a new
-    tensor; the model is not modified) and the adapter's own tensors are left out.
-    """
-    import torch
-
-    if not hasattr(model, "get_base_model"):
-        return [(name, tensor.detach()) for name, tensor in model.state_dict().items()]
-    base = model.get_base_model()
-    adapter = model.active_adapter
-    merged: list[tuple[str, Any]] = []
-    with torch.no_grad():
-        for prefix, module in base.named_modules():
-            if hasattr(module, "base_layer") and hasattr(module, "get_delta_weight") and adapter in getattr(module, "lora_A", {}):
-                layer = module.base_layer
-                merged.append((f"{prefix}.weight", layer.weight + module.get_delta_weight(adapter).to(layer.weight.dtype)))
-                if getattr(layer, "bias", None) is not None:
-                    merged.append((f"{prefix}.bias", layer.bias.detach()))
-        wrapped = {name for name, _ in merged}
-        for name, tensor in base.state_dict().items():
-            plain = name.replace(".base_layer.", ".")
-            if "lora_" in name or plain in wrapped:
-                continue
-            merged.append((plain, tensor.detach()))
-    return merged
-
-
 class _Engine:
     """One vLLM engine and which backend's weights it holds (backends sharing it take turns)."""
 
@@ -194,6 +165,7 @@ class VLLMBackend:
         self.model = model
         self.tokenizer = tokenizer
         self.weight_sync = weight_sync
+        self.adapter: str | None = None  # see sharing()
         self.stop_token_ids = eos_token_ids(model, tokenizer)
         self._llm_kwargs = dict(
             dtype=dtype,
@@ -218,11 +190,15 @@ class VLLMBackend:
         self._engine.holder = self
         self._stale = False
 
-    def sharing(self, model: Any) -> "VLLMBackend":
-        """A backend for ``model`` (same architecture and tokenizer) on this backend's engine."""
+    def sharing(self, model: Any, adapter: str | None = None) -> "VLLMBackend":
+        """A backend for ``model`` (same architecture and tokenizer) on this backend's engine.
+
+        ``adapter``: the peft adapter whose merged weights this backend pushes (None: the active
+        one), for two policies that are two adapters of one model.
+        """
         other = object.__new__(VLLMBackend)
         other.__dict__.update(self.__dict__)
-        other.model = model
+        other.model, other.adapter = model, adapter
         other._snapshot = tempfile.TemporaryDirectory(prefix="rspo-vllm-")
         other._stale = True  # the engine holds this backend's model's weights, not ``model``'s
         return other
@@ -292,7 +268,7 @@ class VLLMBackend:
     def _push_weights(self) -> None:
         """Load this backend's model into the engine (module docstring: weight sync)."""
         if self.weight_sync == "memory":
-            pushed = self._reload(weights=merged_weights(self.model))
+            pushed = self._reload(weights=merged_weights(self.model, self.adapter))
         elif self.weight_sync == "reload":
             self._save_snapshot()
             pushed = self._reload(weights_path=self._snapshot.name)
@@ -333,7 +309,7 @@ class VLLMBackend:
     def _save_snapshot(self) -> None:
         """The model as a plain checkpoint (LoRA merged) for vLLM to load from disk."""
         base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
-        base.save_pretrained(self._snapshot.name, state_dict=dict(merged_weights(self.model)), safe_serialization=True)
+        base.save_pretrained(self._snapshot.name, state_dict=dict(merged_weights(self.model, self.adapter)), safe_serialization=True)
 
     def _set_logit_scale(self, scale: float) -> None:
         if scale == self._engine.logit_scale:
