@@ -547,7 +547,13 @@ class Trainer:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
     def _make_policy(self, model: Any):
-        """The learner: float32 weights unless ``precision="bf16"``, autocast under ``bf16-mixed``."""
+        """The learner: float32 weights unless ``precision="bf16"``, autocast under ``bf16-mixed``.
+
+        A given ``LLMPolicy`` keeps its weights' dtype (with a warning when that loses updates) and
+        its backend, unless ``generation_backend="vllm"`` asks for an engine or ``lora_r`` for an
+        adapter.
+        """
+        from rspo_gym.policies.hf_backend import HFBackend
         from rspo_gym.policies.llm import LLMPolicy
 
         if isinstance(model, LLMPolicy):
@@ -563,6 +569,11 @@ class Trainer:
                     stacklevel=3,
                 )
             model.autocast_dtype = torch.bfloat16 if self.precision == "bf16-mixed" else None
+            if self.config.generation_backend == "vllm" and isinstance(model.backend, HFBackend):
+                model.backend = self._generation_backend(model.model, model.tokenizer)
+            if self.config.lora_r > 0 and model.adapter is None:
+                c = self.config
+                model.add_lora(r=c.lora_r, alpha=c.lora_alpha, dropout=c.lora_dropout, target_modules=c.lora_target_modules)
             return model
         from rspo_gym.policies.models import load_model
 
