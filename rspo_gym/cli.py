@@ -7,9 +7,11 @@
 - ``rspo-gym webshop serve``: the WebShop site for people (the same session engine as HTML) on
   loopback; needs the ``[web]`` extra (Flask).
 - ``rspo-gym train``: GRPO / PPO / GiGPO / RSPO on any registered text env; ``--set key=value``
-  reaches every config field. Needs the ``[llm]`` extra.
-- ``rspo-gym eval``: success of a model (preset, HF id or a trained ``output_dir/policy``) on
-  held-out tasks.
+  reaches every config field; results go to ``--output-dir`` or a new ``runs/<algo>-<env>-<time>/``.
+  Needs the ``[llm]`` extra.
+- ``rspo-gym eval``: success of a model (preset, HF id, or a trained run folder / its ``policy/``)
+  on held-out tasks; a run is evaluated as it was trained (env, turn limit, history, evaluation
+  temperature, split and tasks from its ``config.json``) unless flags say otherwise.
 """
 
 from __future__ import annotations
@@ -102,37 +104,98 @@ def _config_overrides(pairs: Sequence[str]) -> dict:
     return overrides
 
 
-def _trainer(args: argparse.Namespace, algo: str, extra: dict):
+def _given(**flags) -> dict:
+    """The flags the user gave (argparse leaves the others None), so they override and the rest don't."""
+    return {key: value for key, value in flags.items() if value is not None}
+
+
+def _trainer(algo: str, env: str, model: str, overrides: dict):
     from rspo_gym import algos
 
     classes = {"grpo": algos.GRPOTrainer, "ppo": algos.PPOTrainer, "gigpo": algos.GiGPOTrainer, "rspo": algos.RSPOTrainer}
-    overrides = {**_config_overrides(args.set), **extra}
     try:
-        return classes[algo](args.env, model=args.model, **overrides)
+        return classes[algo](env, model=model, **overrides)
     except (TypeError, ValueError) as err:
         raise SystemExit(f"rspo-gym: {err}") from err
 
 
 def _train(args: argparse.Namespace) -> int:
-    extra = {"seed": args.seed, "reward": args.reward, "output_dir": args.output_dir}
+    extra = {"seed": args.seed, **_given(reward=args.reward, output_dir=args.output_dir)}
     if args.algo == "rspo":
         extra.update(base=args.base, swap=args.swap)
-    trainer = _trainer(args, args.algo, extra)
-    history = trainer.learn(args.iterations)
+    trainer = _trainer(args.algo, args.env, args.model, {**_config_overrides(args.set), **extra})
+    history = trainer.learn(args.iterations)  # writes metrics, config, checkpoint, policy/ and the curve
     last = history[-1] if history else {}
     for key in sorted(k for k in last if k.startswith(("rollout/", "eval/"))):
         print(f"{key:40s} {last[key]:.4f}")
-    if args.output_dir:
-        trainer.policy.save(f"{args.output_dir}/policy")
-        print(f"metrics, config, checkpoint and policy in {args.output_dir}")
+    print(f"metrics, config, checkpoint, policy/ and learning_curve.png in {trainer.output_dir}")
     return 0
 
 
+#: The fields of a run's config that say how its policy acted and was measured; ``rspo-gym eval``
+#: reuses them so that a run is evaluated as it was trained.
+RUN_EVAL_FIELDS = (
+    "max_turns", "history_length", "think", "constrained", "max_new_tokens", "env_kwargs",
+    "eval_temperature", "eval_split", "eval_tasks", "eval_task_ids",
+)
+#: Held-out tasks of ``rspo-gym eval`` on a model that is not a run (a run keeps its own).
+EVAL_TASKS = 16
+
+
+def _run_settings(model: str) -> tuple[str, str | None, dict]:
+    """``(model to load, env id, trainer fields)`` of ``--model``: a run folder or its ``policy/``
+    gives its policy, env and ``RUN_EVAL_FIELDS``; any other model gives itself, no env, and none."""
+    from rspo_gym.algos.config import load_config
+    from rspo_gym.algos.runs import find_run
+
+    run = find_run(model)
+    if run is None:
+        return model, None, {"eval_tasks": EVAL_TASKS}
+    policy, config_path = run
+    try:
+        config, info = load_config(config_path)
+    except ValueError as err:
+        raise SystemExit(f"rspo-gym eval: {err}") from err
+    return str(policy), info.get("env_id"), {name: getattr(config, name) for name in RUN_EVAL_FIELDS}
+
+
+def _eval_plan(args: argparse.Namespace) -> tuple[str, str, dict]:
+    """``(env, model, trainer fields)`` of ``rspo-gym eval``: the run's settings, then ``--set``,
+    then explicit flags. Task ids belong to their split, so a new split or task count drops the
+    run's ids; ``--task-type`` picks that ALFWorld type's first tasks of the held-out split."""
+    from rspo_gym.algos.envs import default_eval_split, env_family
+
+    model, run_env, settings = _run_settings(args.model)
+    env = args.env or run_env or "rspo/ALFWorld-v0"
+    overrides = {**settings, **_config_overrides(args.set)}
+    if args.split is not None and args.split != overrides.get("eval_split"):
+        overrides.update(eval_split=args.split, eval_task_ids=None)
+    if args.tasks is not None:
+        overrides.update(eval_tasks=args.tasks, eval_task_ids=None)
+    if args.task_type is not None:
+        if env_family(env) != "alfworld":
+            raise SystemExit(f"rspo-gym eval: --task-type is an ALFWorld task type; {env} has none")
+        from rspo_gym.quickstart import alfworld_task_ids
+
+        split = overrides.get("eval_split") or default_eval_split(env)
+        try:
+            overrides["eval_task_ids"] = alfworld_task_ids(split, args.task_type, args.tasks or EVAL_TASKS)
+        except ValueError as err:
+            raise SystemExit(f"rspo-gym eval: {err}") from err
+    overrides.update(_given(eval_temperature=args.temperature, max_turns=args.max_turns))
+    return env, model, {**overrides, "seed": args.seed, "num_groups": 1, "group_size": 1}
+
+
 def _eval(args: argparse.Namespace) -> int:
-    extra = {"eval_tasks": args.tasks, "eval_temperature": args.temperature, "seed": args.seed, "num_groups": 1, "group_size": 1}
-    if args.split:
-        extra["eval_split"] = args.split
-    trainer = _trainer(args, "grpo", extra)
+    from rspo_gym.algos.envs import default_eval_split
+
+    env, model, overrides = _eval_plan(args)
+    trainer = _trainer("grpo", env, model, overrides)
+    c = trainer.config
+    tasks = f"task ids {c.eval_task_ids}" if c.eval_task_ids else f"{c.eval_tasks} tasks"
+    turns = c.max_turns or f"{trainer.venv.max_episode_steps} (the env's limit)"
+    print(f"evaluating {trainer.model_name or model} on {trainer.env_id}: {c.eval_split or default_eval_split(trainer.env_id)} split, "
+          f"{tasks}, max_turns {turns}, history_length {c.history_length}, temperature {c.eval_temperature}")
     metrics = trainer.evaluate()
     for key in sorted(metrics):
         print(f"{key:40s} {metrics[key]:.4f}")
@@ -198,20 +261,31 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--algo", choices=ALGORITHMS, default="rspo", help="algorithm (default: rspo)")
     train.add_argument("--base", choices=("grpo", "ppo", "gigpo"), default="grpo", help="RSPO's base algorithm")
     train.add_argument("--swap", choices=("explorer", "rank", "anneal"), default="explorer", help="RSPO's swap")
-    train.add_argument("--reward", choices=("outcome", "score", "dense"), default="outcome", help="training reward")
-    train.add_argument("--model", default="tiny", help="tiny, smollm2-135m, a Hugging Face id or a local path")
+    train.add_argument("--reward", choices=("outcome", "score", "dense"), default=None,
+                       help="training reward (default: the env's: score on WebShop, outcome elsewhere)")
+    train.add_argument("--model", default="tiny",
+                       help="tiny (on ALFWorld / WebShop: the env's warm start), tiny-untrained, smollm2-135m, "
+                            "a Hugging Face id or a local path (default: tiny)")
     train.add_argument("--iterations", type=int, default=None, help="iterations (default: the config's)")
     train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--output-dir", default=None, help="metrics.jsonl/csv, config.json, checkpoint.pt, policy/")
+    train.add_argument("--output-dir", default=None,
+                       help="metrics.jsonl/csv, config.json, checkpoint.pt, policy/, learning_curve.png "
+                            "(default: a new $RSPO_GYM_RUNS_DIR/<algo>-<env>-<time>/, runs/ without the variable)")
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any config field")
     train.set_defaults(run=_train)
 
     evaluate = commands.add_parser("eval", help="success of a model on held-out tasks; needs the [llm] extra")
-    evaluate.add_argument("--env", default="rspo/ALFWorld-v0")
-    evaluate.add_argument("--model", default="tiny", help="tiny, smollm2-135m, an HF id or a trained output_dir/policy")
-    evaluate.add_argument("--split", default=None, help="held-out split (default: the env family's)")
-    evaluate.add_argument("--tasks", type=int, default=16, help="number of held-out tasks (default: 16)")
-    evaluate.add_argument("--temperature", type=float, default=0.0, help="0 is greedy")
+    evaluate.add_argument("--env", default=None, help="registered env id (default: the run's, else rspo/ALFWorld-v0)")
+    evaluate.add_argument("--model", default="tiny",
+                          help="a trained run folder (or its policy/), tiny (the env's warm start), tiny-untrained, "
+                               "smollm2-135m or an HF id (default: tiny)")
+    evaluate.add_argument("--split", default=None, help="held-out split (default: the run's, else the env family's)")
+    evaluate.add_argument("--tasks", type=int, default=None,
+                          help=f"number of held-out tasks, the split's first (default: the run's tasks, else {EVAL_TASKS})")
+    evaluate.add_argument("--task-type", default=None,
+                          help="an ALFWorld task type: evaluate on that type's first --tasks tasks of the split")
+    evaluate.add_argument("--max-turns", type=int, default=None, help="turn limit (default: the run's, else the env's)")
+    evaluate.add_argument("--temperature", type=float, default=None, help="0 is greedy (default: the run's, else 0)")
     evaluate.add_argument("--seed", type=int, default=0)
     evaluate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any config field")
     evaluate.set_defaults(run=_eval)

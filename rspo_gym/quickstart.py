@@ -118,6 +118,7 @@ def task_sets(config: QuickstartConfig) -> dict[str, Any]:
 def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, Any]:
     """Run the quick start; returns the summary (also written to ``summary.md`` / ``summary.json``)."""
     from rspo_gym.algos.rspo import RSPOTrainer
+    from rspo_gym.plotting import plot_learning_curve
     from rspo_gym.policies.llm import LLMPolicy
     from rspo_gym.policies.models import load_model
     from rspo_gym.policies.warmstart import WarmStartConfig, warm_start
@@ -161,10 +162,10 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, A
     before = trainer.evaluate()
     budget = 60.0 * config.budget_minutes - (time.perf_counter() - start)
     print(f"[3/3] RSPO-{config.base} ({config.swap}) on {len(tasks['train_task_ids'])} training tasks ...", flush=True)
-    history = trainer.learn(config.iterations, time_budget_s=budget)
-    trainer.policy.save(out / "policy")
+    history = trainer.learn(config.iterations, time_budget_s=budget)  # also writes policy/ and config.json
     summary = _summarise(config, before, history, time.perf_counter() - start, warm_history)
-    _plot(before, history, out / "learning_curve.png", config)
+    title = f"RSPO-{config.base} on {config.env_id} ({config.model})"
+    plot_learning_curve(history, out / "learning_curve.png", title=title, start=before)  # the curve with iteration 0
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     (out / "summary.md").write_text(_markdown(summary), encoding="utf-8")
     trainer.close()
@@ -205,27 +206,3 @@ def _markdown(summary: dict[str, Any]) -> str:
     ]
     lines += [f"| {it} | {value:.1%} |" for it, value in summary["evaluations"]]
     return "\n".join(lines) + "\n"
-
-
-def _plot(before, history, path: Path, config: QuickstartConfig) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:  # the curve is optional; metrics.csv has the numbers
-        print("matplotlib is not installed: no learning_curve.png (pip install matplotlib)")
-        return
-    evals = [(0, before["eval/success"])] + [(r["iteration"], r["eval/success"]) for r in history if "eval/success" in r]
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
-    ax.plot([r["iteration"] for r in history], [r["rollout/success"] for r in history], color="0.6", label="training rollouts")
-    ax.plot(*zip(*evals), marker="o", color="C0", label="held-out tasks")
-    ax.set_xlabel("RL iteration (0 = the starting policy)")
-    ax.set_ylabel("success rate")
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_title(f"RSPO-{config.base} on {config.env_id} ({config.model})")
-    ax.legend(loc="lower right")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)

@@ -71,3 +71,43 @@ def test_quickstart_on_webshop_uses_its_clone_and_can_warm_start(tmp_path):
     )
     summary = run_quickstart(config)
     assert summary["warm_start_rows"] > 0 and summary["iterations"] == 1
+
+
+def _settings_line(out: str) -> str:
+    (line,) = [line for line in out.splitlines() if line.startswith("evaluating ")]
+    return line
+
+
+def test_train_without_output_dir_writes_a_run_and_eval_reads_its_settings(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("transformers")
+    runs = tmp_path / "runs"
+    monkeypatch.setenv("RSPO_GYM_RUNS_DIR", str(runs))
+    settings = ["--set", "num_groups=1", "--set", "group_size=2", "--set", "max_turns=3", "--set", "history_length=4",
+                "--set", "eval_temperature=0.3", "--set", "eval_task_ids=[5, 7]", "--set", "eval_every=0", "--set", "progress=false"]
+    assert main(["train", "--algo", "grpo", "--iterations", "1", *settings]) == 0
+    (run,) = runs.iterdir()
+    assert (run / "policy" / "config.json").is_file() and (run / "learning_curve.png").is_file()
+    capsys.readouterr()
+    for model in (run, run / "policy"):
+        assert main(["eval", "--model", str(model)]) == 0
+        line = _settings_line(capsys.readouterr().out)
+        for expected in ("rspo/ALFWorld-v0", "valid_seen split", "task ids [5, 7]", "max_turns 3", "history_length 4", "temperature 0.3"):
+            assert expected in line, (expected, line)
+    assert main(["eval", "--model", str(run), "--max-turns", "1", "--temperature", "0", "--tasks", "1"]) == 0
+    line = _settings_line(capsys.readouterr().out)
+    assert "max_turns 1" in line and "temperature 0.0" in line and "1 tasks" in line and "history_length 4" in line
+
+
+def test_eval_task_type_and_unreadable_run_configs(tmp_path, capsys):
+    pytest.importorskip("transformers")
+    from rspo_gym.quickstart import alfworld_task_ids
+
+    assert main(["eval", "--task-type", "pick_and_place_simple", "--tasks", "2", "--max-turns", "1"]) == 0
+    line = _settings_line(capsys.readouterr().out)
+    assert f"task ids {alfworld_task_ids('valid_seen', 'pick_and_place_simple', 2)}" in line and "max_turns 1" in line
+    run = tmp_path / "run"
+    (run / "policy").mkdir(parents=True)
+    for text in ("{not json", '{"no_such_field": 1}', "[1, 2]"):
+        (run / "config.json").write_text(text)
+        with pytest.raises(SystemExit, match="config.json"):
+            main(["eval", "--model", str(run)])

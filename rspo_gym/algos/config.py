@@ -5,7 +5,10 @@
 - ``RSPOConfig``: the reward-swap wrapper's knobs (design §5) on top of any base.
 
 Defaults are sized for a CPU and the ``tiny`` model; the verl-agent values used for the published
-runs (reference §2.4) are given in the field docs where they differ.
+runs (reference §2.4) are given in the field docs where they differ. Fields whose right value
+depends on the env or the model (``max_turns``, ``history_length``, ``reward``) default to None and
+are filled in by the trainer (``algos/defaults.py``), so a run configured with nothing matches how
+its starting model was trained and what its env rewards.
 """
 
 from __future__ import annotations
@@ -15,7 +18,11 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TrainerConfig", "GiGPOConfig", "PPOConfig", "RSPOConfig", "save_config"]
+__all__ = ["TrainerConfig", "GiGPOConfig", "PPOConfig", "RSPOConfig", "RUN_INFO_KEYS", "save_config", "load_config"]
+
+#: Keys a run's ``config.json`` holds beside the config fields and ``config_class``: what the run
+#: trained, for readers such as ``rspo-gym eval``.
+RUN_INFO_KEYS = ("env_id", "model")
 
 
 @dataclass
@@ -27,8 +34,9 @@ class TrainerConfig:
     """Tasks per iteration (verl-agent: 16)."""
     group_size: int = 4
     """Trajectories per task, GRPO's N (verl-agent: 8)."""
-    max_turns: int | None = 15
-    """Turn limit per episode; None uses the env's step limit (ALFWorld 50, WebShop 15)."""
+    max_turns: int | None = None
+    """Turn limit per episode; None uses the env's registered step limit (ALFWorld 50, WebShop 15),
+    as verl-agent: a lower limit cuts off episodes the env would still let an agent win."""
     temperature: float = 1.0
     """Sampling temperature for training rollouts (verl-agent: 1.0)."""
     top_p: float = 1.0
@@ -38,8 +46,10 @@ class TrainerConfig:
     max_prompt_length: int | None = None
     """Prompt token bound; longer prompts drop history entries oldest-first, and one over it even
     without history is an error. None: no limit (verl-agent: 2048 ALFWorld, 4096 WebShop)."""
-    history_length: int = 2
-    """Past (observation, action) pairs in the prompt (verl-agent: 2)."""
+    history_length: int | None = None
+    """Past (observation, action) pairs in the prompt; None: what the starting model was trained with
+    (``tiny-alfworld``: 6; every other model: 2, verl-agent's value). A clone prompted with another
+    history sees prompts it never saw in cloning."""
     think: bool = False
     """Ask for <think>/<action> tags (True for real instruction models)."""
     constrained: bool = True
@@ -70,8 +80,10 @@ class TrainerConfig:
     off with ``hf``, whose recorded log-probs already are the learner's."""
 
     # -- reward
-    reward: str = "outcome"
-    """``outcome`` (10 x won), ``score`` (10 x env reward, WebShop's score) or ``dense`` (outcome + process)."""
+    reward: str | None = None
+    """``outcome`` (10 x won), ``score`` (10 x env reward, WebShop's score) or ``dense`` (outcome +
+    process); None: the env family's (WebShop ``score``, whose partial credit for a near-match
+    purchase is a denser signal than its rare full wins; ``outcome`` elsewhere)."""
     success_reward: float = 10.0
     """Reward of a won episode (verl-agent: 10)."""
     invalid_penalty: float = 0.1
@@ -167,9 +179,12 @@ class TrainerConfig:
     seed: int = 0
     """Seed of everything: model init, task draws, sampling, mini-batch order."""
     output_dir: str | None = None
-    """Where metrics, config and checkpoints go; None keeps results in memory only."""
+    """Where ``learn()`` writes metrics, ``config.json``, checkpoints, ``policy/`` and
+    ``learning_curve.png``; None: a new ``runs/<algo>-<env>-<timestamp>/`` (base folder from
+    ``$RSPO_GYM_RUNS_DIR``). The folder is made by the first ``learn()``, not by the constructor, so
+    a trainer built only to ``evaluate()`` leaves nothing behind."""
     checkpoint_every: int = 0
-    """Checkpoint every this many iterations (0: only at the end when ``output_dir`` is set)."""
+    """Checkpoint every this many iterations (0: only at the end of ``learn()``)."""
     progress: bool = True
     """Show a progress bar (tqdm) on a terminal."""
 
@@ -178,8 +193,9 @@ class TrainerConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TrainerConfig":
+        """The config of ``to_dict`` or of a run's ``config.json`` (its ``RUN_INFO_KEYS`` are skipped)."""
         names = {f.name for f in fields(cls)}
-        unknown = set(data) - names - {"config_class"}
+        unknown = set(data) - names - {"config_class", *RUN_INFO_KEYS}
         if unknown:
             raise ValueError(f"unknown {cls.__name__} fields: {sorted(unknown)}")
         return cls(**{k: v for k, v in data.items() if k in names})
@@ -250,5 +266,33 @@ class RSPOConfig(GiGPOConfig, PPOConfig):
     """``anneal``: iterations over which beta goes from 0 (dense) to 1 (outcome)."""
 
 
-def save_config(config: TrainerConfig, path: str | Path) -> None:
-    Path(path).write_text(json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+def save_config(config: TrainerConfig, path: str | Path, **run_info: Any) -> None:
+    """Write ``config`` as JSON, with ``run_info`` (``env_id``, ``model``) beside its fields."""
+    unknown = set(run_info) - set(RUN_INFO_KEYS)
+    if unknown:
+        raise TypeError(f"run info keys must be among {RUN_INFO_KEYS}, got {sorted(unknown)}")
+    data = {**config.to_dict(), **run_info}
+    Path(path).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def load_config(path: str | Path) -> tuple[TrainerConfig, dict[str, Any]]:
+    """A run's ``config.json``: the config (as the dataclass it was saved from) and the run info.
+
+    Raises ``ValueError`` saying which file and why for anything that is not such a file, so a
+    command line can report it in one line.
+    """
+    classes = {cls.__name__: cls for cls in (TrainerConfig, GiGPOConfig, PPOConfig, RSPOConfig)}
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"cannot read {path}: {err}") from err
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} is not a trainer config: a JSON object was expected")
+    cls = classes.get(data.get("config_class", "TrainerConfig"))
+    if cls is None:
+        raise ValueError(f"{path}: unknown config_class {data['config_class']!r}; expected one of {sorted(classes)}")
+    try:
+        config = cls.from_dict(data)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{path} is not a {cls.__name__} file: {err}") from err
+    return config, {key: data[key] for key in RUN_INFO_KEYS if key in data}

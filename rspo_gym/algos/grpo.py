@@ -6,7 +6,8 @@ trajectories weigh more; ``episode_stats="trajectories"`` for one entry per traj
 
 >>> import rspo_gym
 >>> trainer = GRPOTrainer("rspo/ALFWorld-v0", iterations=1, num_groups=1, group_size=2, max_turns=2, eval_every=0, progress=False)
->>> history = trainer.learn()
+>>> history = trainer.learn()  # doctest: +ELLIPSIS
+Logging to .../grpo-ALFWorld-v0-...
 >>> sorted(k for k in history[0] if k.startswith("rollout/"))[:3]
 ['rollout/invalid_rate', 'rollout/length', 'rollout/outcome_return']
 """

@@ -122,7 +122,8 @@ class RSPOTrainer(Trainer):
     >>> trainer = RSPOTrainer("rspo/ALFWorld-v0", base="grpo", swap="explorer", iterations=1,
     ...                       num_groups=1, group_size=2, explorer_group_size=1, max_turns=2,
     ...                       eval_every=0, progress=False)
-    >>> history = trainer.learn()
+    >>> history = trainer.learn()  # doctest: +ELLIPSIS
+    Logging to .../rspo-grpo-explorer-ALFWorld-v0-...
     >>> "explorer/success" in history[0]
     True
     """

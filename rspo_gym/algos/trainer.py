@@ -9,7 +9,10 @@ grouped rollout with one batched generation call per turn, turns rows into the c
 reward, computes advantages with a pure estimator from ``advantages.py``, runs clipped policy-
 gradient updates with the pure losses of ``losses.py``, evaluates on held-out tasks every
 ``eval_every`` iterations, appends a metrics row (``metrics.jsonl`` / ``metrics.csv`` /
-TensorBoard when installed) and writes an atomic checkpoint.
+TensorBoard when installed) and writes an atomic checkpoint. Every ``learn()`` writes to a run
+folder (``output_dir``, else a new ``runs/<algo>-<env>-<timestamp>/``) made on its first call, and
+ends by saving ``policy/`` and ``learning_curve.png`` there; a trainer that only evaluates writes
+nothing.
 
 Determinism: every random draw of iteration ``k`` (tasks, sampling, mini-batch order) is seeded
 from ``(config.seed, k)``, so a run resumed from a checkpoint continues exactly as the
@@ -32,9 +35,11 @@ import numpy as np
 import torch
 
 from rspo_gym.algos.config import TrainerConfig, save_config
+from rspo_gym.algos.defaults import resolve_config, resolve_model
 from rspo_gym.algos.envs import default_eval_split, make_vector_env
 from rspo_gym.algos.losses import agg_loss, kl_penalty, ppo_policy_loss, value_loss
 from rspo_gym.algos.rewards import DENSE_OUTCOMES, episode_scores, training_step_rewards
+from rspo_gym.algos.runs import create_run_dir, run_name, runs_dir
 from rspo_gym.policies.generation import GenerationConfig
 from rspo_gym.rollout.collector import CollectConfig, collect
 from rspo_gym.rollout.trajectory import Rollout, TrainingBatch, to_batch
@@ -108,8 +113,11 @@ class Trainer:
     Args:
         env: an env id (``"rspo/ALFWorld-v0"``), an env instance (re-made from its spec), a
             factory, or a ``GroupedVectorEnv``.
-        model: ``"tiny"``, ``"smollm2-135m"``, a Hugging Face id / local path, or an ``LLMPolicy``.
-        config: the algorithm's config dataclass; keyword ``overrides`` replace its fields.
+        model: a preset (``"tiny"``: on ALFWorld / WebShop that env's warm start ``tiny-alfworld``
+            / ``tiny-webshop``, elsewhere the random model; ``"tiny-untrained"``: the random model
+            everywhere; ``"smollm2-135m"``), a Hugging Face id / local path, or an ``LLMPolicy``.
+        config: the algorithm's config dataclass; keyword ``overrides`` replace its fields. Fields
+            left None that depend on the env or the model are filled in (``algos/defaults.py``).
     """
 
     algo = "base"
@@ -137,6 +145,10 @@ class Trainer:
             processes=self.config.processes,
         )
         self.env_id = self.venv.spec.id if self.venv.spec is not None else None
+        if isinstance(model, (str, os.PathLike)):
+            model = resolve_model(str(model), self.env_id)
+        self.model_name: str | None = model if isinstance(model, str) else None  # None: a given LLMPolicy
+        self.config = resolve_config(self.config, self.env_id, self.model_name)
         self.policy = self._make_policy(model)
         self.optimizer = self._make_optimizer(self.policy)
         self.reference = self._make_reference(self.policy) if self.config.kl_coef > 0 else None
@@ -144,10 +156,8 @@ class Trainer:
         self.history: list[dict[str, Any]] = []
         self._eval_venvs: dict[tuple[str | None, int], GroupedVectorEnv] = {}
         self._writer = None
-        self.output_dir = Path(self.config.output_dir) if self.config.output_dir else None
-        if self.output_dir is not None:
-            self.output_dir.mkdir(parents=True, exist_ok=True)
-            save_config(self.config, self.output_dir / "config.json")
+        self.output_dir = Path(self.config.output_dir) if self.config.output_dir else None  # None: learn() picks one
+        self._run_open = False  # made, with config.json, by the first learn()
 
     # ------------------------------------------------------------------ the story
     def learn(
@@ -160,16 +170,21 @@ class Trainer:
     ) -> list[dict[str, Any]]:
         """Train until ``iterations`` (total, counting resumed ones); return the metric history.
 
-        ``resume=True`` continues from ``output_dir/checkpoint.pt`` when it exists. ``callback``
-        gets ``(trainer, metrics)`` after every iteration; returning False stops training.
+        ``resume=True`` continues from ``output_dir/checkpoint.pt`` when it exists (it needs an
+        ``output_dir``: without one every run starts a new folder). ``callback`` gets
+        ``(trainer, metrics)`` after every iteration; returning False stops training.
         ``time_budget_s`` ends training at the first iteration after which another one would not
         fit in the budget; that last iteration is evaluated, so the history ends with a held-out
-        measurement.
+        measurement. When training ends (all iterations done, the budget spent or the callback's stop),
+        ``policy/`` and ``learning_curve.png`` are saved in the run folder.
         """
         started = time.perf_counter()
         total = self.config.iterations if iterations is None else iterations
-        if resume and self.output_dir is not None and (self.output_dir / "checkpoint.pt").exists():
-            self.load_checkpoint(self.output_dir / "checkpoint.pt")
+        if resume and self.output_dir is None:
+            raise ValueError("resume=True needs output_dir: without one, learn() starts a new run folder")
+        out = self._open_run()
+        if resume and (out / "checkpoint.pt").exists():
+            self.load_checkpoint(out / "checkpoint.pt")
         bar = self._progress(total)
         for it in range(self.iteration, total):
             start = time.perf_counter()
@@ -195,11 +210,12 @@ class Trainer:
                 bar.update(1)
                 bar.set_postfix(success=f"{metrics['rollout/success']:.2f}")
             if out_of_time or (callback is not None and callback(self, metrics) is False):
-                if self.output_dir is not None and not self._checkpoint_due(it, total):
+                if not self._checkpoint_due(it, total):
                     self.save_checkpoint()
                 break
         if bar is not None:
             bar.close()
+        self._save_results()
         return self.history
 
     # ------------------------------------------------------------------ collect
@@ -452,9 +468,36 @@ class Trainer:
 
     def _checkpoint_due(self, it: int, total: int) -> bool:
         every = self.config.checkpoint_every
-        return self.output_dir is not None and ((every > 0 and (it + 1) % every == 0) or it + 1 == total)
+        return (every > 0 and (it + 1) % every == 0) or it + 1 == total
 
-    # ------------------------------------------------------------------ logging
+    # ------------------------------------------------------------------ run folder and logging
+    def _open_run(self) -> Path:
+        """The run folder, made with its ``config.json`` by the first ``learn()`` (said in one line,
+        as SB3's "Logging to ..."); later calls continue in it."""
+        if not self._run_open:
+            if self.output_dir is None:
+                name = run_name(self.algo, self.env_id, time.strftime("%Y%m%d-%H%M%S"))
+                self.output_dir = create_run_dir(runs_dir(), name)
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+            save_config(self.config, self.output_dir / "config.json", env_id=self.env_id, model=self.model_name)
+            print(f"Logging to {self.output_dir}")
+            self._run_open = True
+        return self.output_dir
+
+    def _save_results(self) -> None:
+        """The run's end products: ``policy/`` (Hugging Face format: ``from_pretrained`` and
+        ``rspo-gym eval --model`` load it; a LoRA learner's merged into its base, with the adapter
+        itself in peft's format in ``adapter/``) and ``learning_curve.png``."""
+        from rspo_gym.plotting import plot_learning_curve
+
+        self.policy.save(self.output_dir / "policy", merged=True)
+        if self.policy.adapter is not None:
+            self.policy.save(self.output_dir / "adapter")
+        if not self.history:
+            return
+        title = f"{self.algo} on {self.env_id or 'a custom env'} ({self.model_name or 'given policy'})"
+        plot_learning_curve(self.history, self.output_dir / "learning_curve.png", title=title)
+
     def _progress(self, total: int):
         if not self.config.progress:
             return None
@@ -465,8 +508,6 @@ class Trainer:
         return tqdm(total=total, initial=self.iteration, desc=f"{self.algo} {self.env_id or ''}".strip(), leave=False)
 
     def _log(self, metrics: dict[str, Any]) -> None:
-        if self.output_dir is None:
-            return
         with open(self.output_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(metrics, sort_keys=True) + "\n")
         columns = sorted({key for row in self.history for key in row})
@@ -484,7 +525,7 @@ class Trainer:
             writer.flush()
 
     def _tensorboard(self):
-        if self._writer is None and self.output_dir is not None:
+        if self._writer is None:
             try:
                 from torch.utils.tensorboard import SummaryWriter
             except ImportError:  # TensorBoard is optional
@@ -513,6 +554,7 @@ class Trainer:
     def save_checkpoint(self, path: str | Path | None = None) -> Path:
         """Write ``checkpoint.pt`` atomically (temp file + rename): a crash never leaves half a file."""
         path = Path(path) if path is not None else self._require_output_dir() / "checkpoint.pt"
+        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + ".tmp")
         torch.save(self.state(), tmp)
         os.replace(tmp, path)

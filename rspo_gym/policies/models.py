@@ -110,6 +110,9 @@ class ModelPreset:
     """``loader(seed, cache_dir)``; the model comes back in float32 on the CPU."""
     doc: str
     """Why the preset exists."""
+    history_length: int = 2
+    """Past steps in the prompts the weights were trained with (verl-agent's 2 for all but a clone
+    trained otherwise); trainers prompt with it unless told otherwise."""
 
 
 def _tiny(seed: int, cache_dir: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -161,7 +164,9 @@ MODEL_PRESETS: dict[str, ModelPreset] = {
             "A ~0.9M-parameter Qwen2 with random weights and a 4k-token BPE vocabulary fitted to "
             "our environments' text: the whole training stack (rollouts, log-probs, losses, "
             "updates) runs in seconds on a CPU in tests, with the real architecture and chat "
-            "format but no download.",
+            "format but no download. A trainer on ALFWorld or WebShop reads `tiny` as that env's "
+            "clone below (a random model learns nothing there in CPU minutes); `tiny-untrained` "
+            "names this random model everywhere.",
         ),
         ModelPreset(
             "tiny-alfworld",
@@ -171,6 +176,7 @@ MODEL_PRESETS: dict[str, ModelPreset] = {
             "expert episodes, history 6), shipped because that cloning costs ~35-40 CPU minutes: "
             "the starting policy of the quick start and of the learning tests (31 % of held-out "
             "pick_and_place_simple tasks at temperature 0.5). Evaluate it with history_length=6.",
+            history_length=6,
         ),
         ModelPreset(
             "tiny-webshop",
@@ -198,7 +204,7 @@ MODEL_PRESETS: dict[str, ModelPreset] = {
         ),
     )
 }
-MODEL_ALIASES = {"smollm2-135m-instruct": "smollm2-135m"}
+MODEL_ALIASES = {"smollm2-135m-instruct": "smollm2-135m", "tiny-untrained": "tiny"}
 
 
 # ---------------------------------------------------------------------------------- load_model

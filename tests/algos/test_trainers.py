@@ -176,3 +176,93 @@ def test_evaluate_on_another_split_matches_a_trainer_configured_for_it():
     assert training["eval/score"] != heldout["eval/score"]
     trainer.close()
     configured.close()
+
+
+# ---------------------------------------------------------------- defaults that give a useful run
+FAST = dict(iterations=1, num_groups=1, group_size=2, max_turns=2, eval_every=0, progress=False)
+
+
+def _same_weights(policy, name: str) -> bool:
+    from rspo_gym.policies.models import load_model
+
+    reference, _ = load_model(name, device="cpu")
+    key = "model.embed_tokens.weight"
+    return torch.equal(policy.model.state_dict()[key].cpu(), reference.state_dict()[key])
+
+
+def test_default_model_reward_and_history_follow_the_env_family():
+    alfworld = GRPOTrainer("rspo/ALFWorld-v0", **FAST)
+    assert _same_weights(alfworld.policy, "tiny-alfworld")
+    assert (alfworld.config.reward, alfworld.config.history_length) == ("outcome", 6)  # the clone's prompt history
+    webshop = GRPOTrainer("rspo/WebShop-v0", **FAST)
+    assert _same_weights(webshop.policy, "tiny-webshop")
+    assert (webshop.config.reward, webshop.config.history_length) == ("score", 2)
+    untrained = GRPOTrainer("rspo/ALFWorld-v0", model="tiny-untrained", **FAST)
+    assert _same_weights(untrained.policy, "tiny") and untrained.config.history_length == 2
+    explicit = GRPOTrainer("rspo/WebShop-v0", reward="outcome", history_length=4, **FAST)
+    assert (explicit.config.reward, explicit.config.history_length) == ("outcome", 4)
+    for trainer in (alfworld, webshop, untrained, explicit):
+        trainer.close()
+
+
+def test_max_turns_defaults_to_the_env_step_limit():
+    """17 turns: beyond the old default of 15, within a limit the env is registered with here."""
+    from rspo_gym.policies.llm import load_policy
+
+    settings = {k: v for k, v in FAST.items() if k != "max_turns"}
+    untrained = load_policy("tiny", device="cpu")
+    trainer = GRPOTrainer("rspo/ALFWorld-v0", untrained, env_kwargs={"max_episode_steps": 17}, **{**settings, "group_size": 1})
+    assert trainer.config.max_turns is None
+    (trajectory,) = trainer.collect(0).trajectories
+    assert not trajectory.won and trajectory.length == 17
+    trainer.close()
+
+
+def test_learn_without_output_dir_writes_a_complete_run_folder(tmp_path, monkeypatch, capsys):
+    import json
+    import re
+
+    from transformers import AutoModelForCausalLM
+
+    from rspo_gym.algos.config import TrainerConfig
+
+    runs = tmp_path / "runs"
+    monkeypatch.setenv("RSPO_GYM_RUNS_DIR", str(runs))
+    trainer = GRPOTrainer("rspo/ALFWorld-v0", **FAST)
+    trainer.evaluate(tasks=1)
+    assert not runs.exists()  # building and evaluating a trainer writes nothing
+    trainer.learn()
+    (run,) = runs.iterdir()
+    assert re.fullmatch(r"grpo-ALFWorld-v0-\d{8}-\d{6}", run.name)
+    assert capsys.readouterr().out.count(f"Logging to {run}") == 1
+    for name in ("metrics.csv", "metrics.jsonl", "checkpoint.pt", "learning_curve.png"):
+        assert (run / name).is_file(), name
+    assert (run / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
+    AutoModelForCausalLM.from_pretrained(run / "policy")
+    saved = json.loads((run / "config.json").read_text())
+    assert (saved["env_id"], saved["model"]) == ("rspo/ALFWorld-v0", "tiny-alfworld")
+    assert TrainerConfig.from_dict(saved) == trainer.config
+    trainer.learn(2)  # more iterations of the same run go to the same folder
+    assert [p.name for p in runs.iterdir()] == [run.name] and len((run / "metrics.jsonl").read_text().splitlines()) == 2
+    with pytest.raises(ValueError, match="output_dir"):
+        GRPOTrainer("rspo/ALFWorld-v0", **FAST).learn(resume=True)  # nothing to resume in a new folder
+
+
+def test_run_folders_never_collide(tmp_path):
+    from rspo_gym.algos.runs import create_run_dir, run_name
+
+    name = run_name("rspo-grpo-explorer", "rspo/ALFWorld-v0", "20250101-120000")
+    assert name == "rspo-grpo-explorer-ALFWorld-v0-20250101-120000"
+    assert run_name("grpo", None, "20250101-120000") == "grpo-env-20250101-120000"
+    first, second = create_run_dir(tmp_path, name), create_run_dir(tmp_path, name)
+    assert first.name == name and second.name == f"{name}-1" and second.is_dir()
+
+
+def test_learning_curve_without_matplotlib_says_so_and_skips(tmp_path, monkeypatch, capsys):
+    from rspo_gym.plotting import plot_learning_curve
+
+    monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)  # import fails as when not installed
+    history = [{"iteration": 1, "rollout/success": 0.5, "rollout/score": 0.5}]
+    assert plot_learning_curve(history, tmp_path / "curve.png", title="t") is False
+    assert not (tmp_path / "curve.png").exists()
+    assert capsys.readouterr().out.strip().splitlines() == ["matplotlib is not installed: no curve.png (pip install matplotlib)"]
