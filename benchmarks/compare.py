@@ -334,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--envs", nargs="+", default=None, help="only these of the preset's envs")
     parser.add_argument("--only", nargs="+", default=None, metavar="BASE:VARIANT", help="only these cells (e.g. grpo:rspo-rank)")
     args = parser.parse_args(argv)
+    os.environ.setdefault("RSPO_GYM_RUNS_DIR", str(args.out / "runs"))  # each cell's run folder, beside compare.json
     preset = PRESETS[args.preset]
     if args.envs:
         unknown = sorted(set(args.envs) - set(preset.envs))

@@ -5,9 +5,9 @@ The main job of the suite, end to end on an embedded default with no downloads:
 1. load the ``tiny-alfworld`` model: the offline ``tiny`` model after our behaviour cloning of
    ALFWorld's expert (``policies/warmstart.py``; shipped, because that cloning takes 35-40 CPU
    minutes), or, with ``warm_start=True``, build ``tiny`` and clone the expert here;
-3. train RSPO (base GRPO by default) on a small fixed set of generated training tasks;
-4. evaluate on held-out tasks before RL and every few iterations, within a time budget;
-5. write ``metrics.csv`` / ``metrics.jsonl``, ``config.json``, ``checkpoint.pt``, the trained
+2. train RSPO (base GRPO by default) on a small fixed set of generated training tasks;
+3. evaluate on held-out tasks before RL and every few iterations, within a time budget;
+4. write ``metrics.csv`` / ``metrics.jsonl``, ``config.json``, ``checkpoint.pt``, the trained
    ``policy/``, ``learning_curve.png`` and ``summary.md`` to the output folder.
 
 For ALFWorld the task set is one task type (default ``pick_and_place_simple``): training tasks from

@@ -96,9 +96,10 @@ class TrainerConfig:
     """ProcessReward potential; None picks the env family's (ALFWorld ``milestones``, WebShop ``score``)."""
     process_coef: float = 1.0
     """Weight of the process reward in ``dense``."""
-    dense_outcome: str = "outcome"
+    dense_outcome: str | None = None
     """The outcome term of ``dense`` (and of RSPO's explorer): ``outcome`` (10 x won) or ``score``
-    (10 x the env's reward, WebShop's purchase score), to pair dense baselines with a ``score`` run."""
+    (10 x the env's reward, WebShop's purchase score), to pair dense baselines with a ``score`` run.
+    None: the env family's default reward, as ``reward`` (WebShop ``score``, else ``outcome``)."""
     process_gamma: float | None = None
     """Discount γ of the shaping term γΦ(s') − Φ(s); None: the discount the algorithm credits steps
     with (GiGPO's ``gamma``, 1 for GRPO and PPO). Shaping changes no step's relative credit only

@@ -3,7 +3,8 @@
 - ``resolve_model``: ``"tiny"`` on ALFWorld or WebShop means that env's shipped warm start.
 - ``default_reward``: the env family's training reward (WebShop's score).
 - ``default_history_length``: the prompt history a model was trained with.
-- ``resolve_config``: a config with its None fields (``reward``, ``history_length``) filled in.
+- ``resolve_config``: a config with its None fields (``reward``, ``dense_outcome``,
+  ``history_length``) filled in.
 
 A random 0.9M-parameter model wins no ALFWorld task in CPU minutes, and a clone prompted with a
 history it was not cloned with sees unfamiliar prompts, so a run configured with nothing starts
@@ -59,10 +60,12 @@ def default_history_length(model: str | None) -> int:
 
 
 def resolve_config(config: Config, env_id: str | None, model: str | None) -> Config:
-    """``config`` with ``reward`` and ``history_length`` set from the env and the (resolved) model
-    name where they are None; values the user gave are kept."""
+    """``config`` with ``reward``, ``dense_outcome`` (both the env family's reward) and
+    ``history_length`` set from the env and the (resolved) model name where they are None; values
+    the user gave are kept."""
     return replace(
         config,
         reward=config.reward if config.reward is not None else default_reward(env_id),
+        dense_outcome=config.dense_outcome if config.dense_outcome is not None else default_reward(env_id),
         history_length=config.history_length if config.history_length is not None else default_history_length(model),
     )

@@ -571,7 +571,7 @@ class Trainer:
     # ------------------------------------------------------------------ construction
     def _validate(self) -> None:
         c = self.config
-        if c.dense_outcome not in DENSE_OUTCOMES:
+        if c.dense_outcome is not None and c.dense_outcome not in DENSE_OUTCOMES:
             raise ValueError(f"dense_outcome must be one of {DENSE_OUTCOMES}, got {c.dense_outcome!r}")
         if c.generation_backend not in GENERATION_BACKENDS:
             raise ValueError(f"generation_backend must be one of {GENERATION_BACKENDS}, got {c.generation_backend!r}")
