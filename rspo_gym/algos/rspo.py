@@ -232,7 +232,7 @@ class RSPOTrainer(Trainer):
         for _ in range(c.explorer_updates):
             view = Trainer.reward_view(self, explorer_rollout, "dense")
             batch = to_batch(explorer_rollout.rows, self.explorer.pad_token_id, self.explorer.device)
-            old_values = self.explorer.logprobs(batch, temperature=c.temperature, values=True)["values"] if self.needs_values else None
+            old_values = self.critic_values(self.explorer, batch)
             estimate = self.estimate(view, batch, old_values)
             stats = self.update(self.explorer, self.explorer_optimizer, batch, estimate, it, old_values=old_values)
             metrics.update({k.replace("train/", "explorer/"): v for k, v in stats.items()})
@@ -249,10 +249,10 @@ class RSPOTrainer(Trainer):
         if bool(replayed.any()):
             rows = torch.nonzero(replayed).flatten()
             sub = batch.index(rows)
-            learner_logp = self.policy.logprobs(sub, temperature=c.temperature)["logprobs"]
+            learner_logp = self.policy.logprobs(sub, temperature=c.temperature, max_tokens=c.max_tokens_per_micro_batch)["logprobs"]
             old[rows] = learner_logp
             weights[rows] = truncated_is_weights(learner_logp, sub.old_logprobs, sub.response_mask, cap=c.is_cap)
-        old_values = self.policy.logprobs(batch, temperature=c.temperature, values=True)["values"] if self.needs_values else None
+        old_values = self.critic_values(self.policy, batch)
         return {"view": view, "batch": batch, "old_logprobs": old, "is_weights": weights, "old_values": old_values}
 
     def _learner_update(self, merged: Rollout, it: int) -> dict[str, float]:
