@@ -126,6 +126,18 @@ class TrainerConfig:
     """Rows per optimizer step (verl-agent ALFWorld: 256)."""
     micro_batch_size: int = 16
     """Rows per forward/backward; gradients accumulate over a mini-batch."""
+    max_tokens_per_micro_batch: int | None = None
+    """Token budget of a forward/backward instead of a row count (verl's ``ppo_max_token_len_per_gpu``):
+    each mini-batch's rows, longest first, are packed into micro-batches of at most this many
+    padded tokens (rows x (longest prompt + longest response); a longer row goes alone), so memory
+    is bounded by tokens and short rows share a pass. Also sizes the no-gradient passes (old values,
+    reference and replay log-probs). None: ``micro_batch_size`` rows, longest first. Either way a
+    micro-batch is padded only to its own longest prompt and response, and the gradient is the one
+    big batch's."""
+    gradient_checkpointing: bool = False
+    """Recompute decoder-layer activations in backward (transformers' non-reentrant activation
+    checkpointing): ~one hidden state per layer and token is kept instead of every intermediate,
+    for about a third more compute per update. For long prompts on 1.5B/7B models."""
     clip: float = 0.2
     """PPO clip epsilon (low side, and high side unless ``clip_high``)."""
     clip_high: float | None = None

@@ -271,7 +271,9 @@ class RSPOTrainer(Trainer):
         if bool(replayed.any()):
             rows = torch.nonzero(replayed).flatten()
             sub = batch.index(rows)
-            learner_logp = self.policy.logprobs(sub, temperature=c.temperature)["logprobs"] if recomputed is None else recomputed[rows]
+            learner_logp = recomputed[rows] if recomputed is not None else self.policy.logprobs(
+                sub, temperature=c.temperature, max_tokens=c.max_tokens_per_micro_batch
+            )["logprobs"]
             old[rows] = learner_logp
             weights[rows] = truncated_is_weights(learner_logp, sub.old_logprobs, sub.response_mask, cap=c.is_cap)
         return {"view": view, "batch": batch, "old_logprobs": old, "is_weights": weights, "old_values": old_values}

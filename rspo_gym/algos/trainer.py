@@ -42,7 +42,7 @@ from rspo_gym.algos.rewards import DENSE_OUTCOMES, episode_scores, training_step
 from rspo_gym.algos.runs import create_run_dir, run_name, runs_dir
 from rspo_gym.policies.generation import GenerationConfig
 from rspo_gym.rollout.collector import CollectConfig, collect
-from rspo_gym.rollout.trajectory import Rollout, TrainingBatch, to_batch
+from rspo_gym.rollout.trajectory import Rollout, TrainingBatch, micro_batches, to_batch
 from rspo_gym.rollout.vector import GroupedVectorEnv
 
 __all__ = ["Trainer", "RewardView", "Estimate", "PRECISIONS", "INVALID_PENALTY_ON", "resolve_precision", "loss_weights"]
@@ -150,6 +150,8 @@ class Trainer:
         self.model_name: str | None = model if isinstance(model, str) else None  # None: a given LLMPolicy
         self.config = resolve_config(self.config, self.env_id, self.model_name)
         self.policy = self._make_policy(model)
+        if self.config.gradient_checkpointing:
+            self.policy.enable_gradient_checkpointing()
         self.optimizer = self._make_optimizer(self.policy)
         self.reference = self._make_reference(self.policy) if self.config.kl_coef > 0 else None
         self.iteration = 0
@@ -319,7 +321,10 @@ class Trainer:
         recompute = self.recompute_old_logprobs
         if not (recompute or policy.value_head is not None):
             return None, None
-        out = policy.logprobs(batch, temperature=self.config.temperature, values=policy.value_head is not None)
+        out = policy.logprobs(
+            batch, temperature=self.config.temperature, values=policy.value_head is not None,
+            max_tokens=self.config.max_tokens_per_micro_batch,
+        )
         return (out["logprobs"] if recompute else None), out.get("values")
 
     def update(
@@ -338,8 +343,10 @@ class Trainer:
         """Clipped policy-gradient epochs over mini-batches, gradients accumulated over micro-batches.
 
         ``old_logprobs`` defaults to the behaviour log-probs; ``is_weights`` (B, R) multiply the
-        per-token policy loss (off-policy replay). Token-mean losses are weighted by each
-        micro-batch's share of the mini-batch's tokens, so accumulation equals one big batch.
+        per-token policy loss (off-policy replay). Micro-batches are ``micro_batch_size`` rows, or
+        token-budget packs under ``max_tokens_per_micro_batch``, each cut to its own padding.
+        Token-mean losses are weighted by each micro-batch's share of the mini-batch's tokens, so
+        accumulation equals one big batch.
         """
         c = self.config
         reference = self.reference if reference is None and policy is self.policy else reference
@@ -350,7 +357,8 @@ class Trainer:
             advantages = advantages[:, None].expand_as(mask)
         ref_logprobs = None
         if reference is not None and c.kl_coef > 0:
-            ref_logprobs = reference.logprobs(batch, temperature=c.temperature)["logprobs"]
+            ref_logprobs = reference.logprobs(batch, temperature=c.temperature, max_tokens=c.max_tokens_per_micro_batch)["logprobs"]
+        lengths = batch.lengths()
         generator = torch.Generator().manual_seed(_seed(c.seed, it, 4))
         sums: dict[str, float] = {}
         steps = 0
@@ -359,11 +367,12 @@ class Trainer:
             order = torch.randperm(len(batch), generator=generator)
             for mb in order.split(c.mini_batch_size):
                 optimizer.zero_grad(set_to_none=True)
-                micros = mb.split(c.micro_batch_size)
+                groups = micro_batches([lengths[i] for i in mb.tolist()], c.micro_batch_size, c.max_tokens_per_micro_batch)
+                micros = [mb[group] for group in groups]
                 weights = loss_weights([len(m) for m in micros], [float(mask[m].sum()) for m in micros], c.mini_batch_size, c.loss_agg)
                 share = sum(weights) or 1.0  # < 1 on a partial mini-batch: its metrics stay means
                 for micro, weight in zip(micros, weights):
-                    terms = self._loss_terms(policy, batch.index(micro), micro, advantages, old, estimate, old_values, is_weights, ref_logprobs)
+                    terms = self._loss_terms(policy, batch.index(micro).trimmed(), micro, advantages, old, estimate, old_values, is_weights, ref_logprobs)
                     (terms.pop("loss") * weight).backward()
                     for key, value in terms.items():
                         sums[key] = sums.get(key, 0.0) + value * weight / share
@@ -389,23 +398,29 @@ class Trainer:
         return norms
 
     def _loss_terms(self, policy, sub, rows, advantages, old, estimate, old_values, is_weights, ref_logprobs) -> dict:
+        """The micro-batch ``sub`` (rows ``rows`` of the batch, cut to its own padding)'s loss and metrics.
+
+        The batch-wide ``(B, R)`` tensors are cut to the same rows and ``sub``'s response width.
+        """
         c = self.config
         out = policy.forward(sub, temperature=c.temperature, entropy=True, values=old_values is not None)
         mask = sub.response_mask
+        width = mask.shape[1]
         pg, pg_metrics = ppo_policy_loss(
-            out["logprobs"], old[rows], advantages[rows], mask,
+            out["logprobs"], old[rows, :width], advantages[rows, :width], mask,
             clip=c.clip, clip_high=c.clip_high, dual_clip=c.dual_clip, agg=c.loss_agg,
-            is_weights=None if is_weights is None else is_weights[rows],
+            is_weights=None if is_weights is None else is_weights[rows, :width],
         )
         entropy = agg_loss(out["entropy"], mask, c.loss_agg)
         loss = pg - c.entropy_coef * entropy
         terms = {"pg_loss": float(pg.detach()), "entropy": float(entropy.detach()), "clipfrac": pg_metrics["clipfrac"], "approx_kl": pg_metrics["approx_kl"]}
         if ref_logprobs is not None:
-            kl = agg_loss(kl_penalty(out["logprobs"], ref_logprobs[rows], c.kl_kind), mask, c.loss_agg)
+            kl = agg_loss(kl_penalty(out["logprobs"], ref_logprobs[rows, :width], c.kl_kind), mask, c.loss_agg)
             loss = loss + c.kl_coef * kl
             terms["kl"] = float(kl.detach())
         if old_values is not None:
-            vloss, _ = value_loss(out["values"], old_values[rows], estimate.returns[rows].to(mask.dtype), mask, clip=c.value_clip, agg=c.loss_agg)
+            returns = estimate.returns[rows, :width].to(mask.dtype)
+            vloss, _ = value_loss(out["values"], old_values[rows, :width], returns, mask, clip=c.value_clip, agg=c.loss_agg)
             loss = loss + c.vf_coef * vloss
             terms["value_loss"] = float(vloss.detach())
         terms["loss"] = loss
@@ -587,6 +602,9 @@ class Trainer:
             value = getattr(c, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        budget = c.max_tokens_per_micro_batch
+        if budget is not None and (not isinstance(budget, int) or budget < 1):
+            raise ValueError(f"max_tokens_per_micro_batch must be a positive integer or None, got {budget!r}")
 
     def _make_policy(self, model: Any):
         """The learner: float32 weights unless ``precision="bf16"``, autocast under ``bf16-mixed``.

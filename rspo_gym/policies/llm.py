@@ -9,6 +9,11 @@ Alignment: for response token ``t`` the log-prob, entropy and value are all read
 position ``P - 1 + t`` (the state *before* the token), so they line up with the
 ``(rows, R)`` tensors of ``rollout.trajectory.TrainingBatch``. Log-probs use
 ``logits / temperature`` exactly as the generation backends do.
+
+Memory: a response token's float32 log-softmax over a 151,936-token vocabulary is 0.6 MB, and the
+log-prob and entropy graph keeps three such tensors per token for backward. ``chunked_scores``
+keeps only the last hidden state instead and recomputes the logits of a chunk of positions in
+backward; ``LLMPolicy.logprobs`` and the trainer run micro-batches cut to their own padding.
 """
 
 from __future__ import annotations
@@ -18,12 +23,14 @@ from typing import Sequence
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from rspo_gym.policies.adapters import active_adapter, adapter_parameters, adapters_disabled, is_peft, merged_weights
 from rspo_gym.policies.generation import GenerationBackend, GenerationConfig, GenerationOutput
 from rspo_gym.policies.hf_backend import HFBackend, position_ids
+from rspo_gym.rollout.trajectory import micro_batches
 
-__all__ = ["LLMPolicy", "ValueHead", "token_logprobs", "load_policy"]
+__all__ = ["LLMPolicy", "ValueHead", "token_logprobs", "chunked_scores", "load_policy"]
 
 
 class ValueHead(nn.Module):
@@ -117,6 +124,48 @@ def restricted_entropy(logits: torch.Tensor, allowed: torch.Tensor | None, tempe
     return torch.where(constrained, restricted, _entropy(scaled))
 
 
+def _scores(
+    head: nn.Module, hidden: torch.Tensor, tokens: torch.Tensor, allowed: torch.Tensor | None, temperature: float, entropy: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``restricted_logprobs`` (and ``restricted_entropy``) of ``tokens`` from hidden states."""
+    logits = head(hidden)
+    logprobs = restricted_logprobs(logits, tokens, allowed, temperature)
+    return logprobs, restricted_entropy(logits, allowed, temperature) if entropy else None
+
+
+def chunked_scores(
+    head: nn.Module,
+    hidden: torch.Tensor,
+    tokens: torch.Tensor,
+    allowed: torch.Tensor | None,
+    temperature: float = 1.0,
+    *,
+    entropy: bool = False,
+    chunk_size: int = 512,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(B, R)`` log-probs (and entropies) of ``tokens`` from ``(B, R, hidden)`` states, by chunks.
+
+    The same numbers as ``restricted_logprobs`` / ``restricted_entropy`` of ``head(hidden)``, but
+    ``B * R`` positions are scored ``chunk_size`` at a time, each chunk under non-reentrant
+    activation checkpointing when gradients are on: backward keeps only the chunk's hidden states
+    (``hidden`` floats per token) and recomputes its logits, instead of the float32 logits,
+    log-softmax and probabilities of every token (three ``vocab``-sized tensors each). At most one
+    chunk's vocabulary-wide tensors exist at a time, in the forward and in the backward pass.
+    """
+    rows, width = tokens.shape
+    flat_hidden = hidden.reshape(rows * width, hidden.shape[-1])
+    flat_tokens = tokens.reshape(-1)
+    flat_allowed = None if allowed is None else allowed.reshape(rows * width, allowed.shape[-1])
+    logprobs, entropies = [], []
+    for start in range(0, rows * width, chunk_size):
+        part = slice(start, start + chunk_size)
+        args = (head, flat_hidden[part], flat_tokens[part], None if flat_allowed is None else flat_allowed[part], temperature, entropy)
+        logp, ent = checkpoint(_scores, *args, use_reentrant=False) if torch.is_grad_enabled() else _scores(*args)
+        logprobs.append(logp)
+        entropies.append(ent)
+    return torch.cat(logprobs).view(rows, width), torch.cat(entropies).view(rows, width) if entropy else None
+
+
 class LLMPolicy:
     """A causal LM that acts (generates replies) and learns (log-probs, values).
 
@@ -135,6 +184,12 @@ class LLMPolicy:
     adapter this policy computes and trains with, and a policy made by ``base_view`` computes with
     the adapters disabled (a KL reference at the cost of no copy).
     """
+
+    logprob_chunk_size: int | None = 512
+    """Response positions (rows x tokens) scored per chunk by ``chunked_scores``. 512 bounds the
+    transient vocabulary-wide tensors to ~0.3 GB each at Qwen2.5's 151,936 ids and keeps the head's
+    matmul large. None scores the model's own full logits instead (the path for a model whose logits
+    are not ``get_output_embeddings()`` of the last hidden state, e.g. with logit soft-capping)."""
 
     def __init__(
         self,
@@ -227,6 +282,20 @@ class LLMPolicy:
             self.value_head.train(mode)
         return self
 
+    def enable_gradient_checkpointing(self) -> None:
+        """Recompute each decoder layer's activations in backward instead of keeping them.
+
+        Training passes then keep about one hidden state per layer and token. Non-reentrant
+        checkpointing works with the ``use_cache=False`` of every training pass and needs no input
+        that requires grad, so LoRA adapters on frozen embeddings train too. Deep copies of the
+        model (RSPO's explorer) keep the setting.
+        """
+        kwargs = {"use_reentrant": False}
+        if hasattr(self.model, "activation_checkpointing_enable"):  # transformers 5.x renamed it; the old name warns
+            self.model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
     def forward(
         self,
         batch,
@@ -237,36 +306,50 @@ class LLMPolicy:
     ) -> dict[str, torch.Tensor]:
         """Teacher-forced ``logprobs`` (and ``entropy`` / ``values``) of a batch, with gradients.
 
-        Returns ``(rows, R)`` tensors aligned with ``batch.response_mask``.
+        Returns ``(rows, R)`` tensors aligned with ``batch.response_mask``. Scores come from
+        ``chunked_scores`` on the decoder's last hidden states, or from the full logits when
+        ``logprob_chunk_size`` is None or the model has no output embeddings.
         """
-        P = batch.prompt_length
-        R = batch.response_mask.shape[1]
-        need_hidden = values
         if values and self.value_head is None:
             raise ValueError("this policy has no value head: build it with value_head=True")
-        with self.routing(), self.autocast():
-            out = self.model(
-                input_ids=batch.input_ids,
-                attention_mask=batch.attention_mask,
-                position_ids=position_ids(batch.attention_mask),
-                output_hidden_states=need_hidden,
-                use_cache=False,
-                logits_to_keep=R + 1,  # only the positions that predict response tokens (+1: the last)
-            )
-        logits = out.logits[:, :R, :]
+        P = batch.prompt_length
+        R = batch.response_mask.shape[1]
         tokens = batch.input_ids[:, P:P + R]
-        result = {"logprobs": restricted_logprobs(logits, tokens, batch.allowed, temperature)}
+        head = self.model.get_output_embeddings() if self.logprob_chunk_size is not None else None
+        inputs = dict(
+            input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+            position_ids=position_ids(batch.attention_mask), use_cache=False,
+        )
+        with self.routing(), self.autocast():
+            if head is None:
+                out = self.model(**inputs, output_hidden_states=values, logits_to_keep=R + 1)  # +1: the last position
+                hidden = out.hidden_states[-1][:, P - 1:P - 1 + R, :] if values else None
+            else:
+                hidden = self.model.get_decoder()(**inputs).last_hidden_state[:, P - 1:P - 1 + R, :]
+                logprobs, entropies = chunked_scores(
+                    head, hidden, tokens, batch.allowed, temperature, entropy=entropy, chunk_size=self.logprob_chunk_size
+                )
+        if head is None:
+            logits = out.logits[:, :R, :]
+            logprobs = restricted_logprobs(logits, tokens, batch.allowed, temperature)
+            entropies = restricted_entropy(logits, batch.allowed, temperature) if entropy else None
+        result = {"logprobs": logprobs}
         if entropy:
-            result["entropy"] = restricted_entropy(logits, batch.allowed, temperature)
+            result["entropy"] = entropies
         if values:
-            hidden = out.hidden_states[-1][:, P - 1:P - 1 + R, :].detach()  # see ValueHead
-            result["values"] = self.value_head(hidden.to(self.value_head.linear.weight.dtype)).float()
+            hidden = hidden.detach().to(self.value_head.linear.weight.dtype)  # detached: see ValueHead
+            result["values"] = self.value_head(hidden).float()
         return result
 
     @torch.no_grad()
-    def logprobs(self, batch, *, temperature: float = 1.0, values: bool = False) -> dict[str, torch.Tensor]:
-        """``forward`` without gradients, micro-batched (old / reference log-probs, old values).
+    def logprobs(
+        self, batch, *, temperature: float = 1.0, values: bool = False, max_tokens: int | None = None
+    ) -> dict[str, torch.Tensor]:
+        """``forward`` without gradients (old / reference log-probs, old values), micro-batched.
 
+        Micro-batches are ``micro_batches(batch.lengths(), micro_batch_size, max_tokens)``, each cut
+        to its own padding (``TrainingBatch.trimmed``); results come back in the batch's row order
+        and ``(rows, R)`` layout, 0 past the longest response of a row's micro-batch (padding).
         A policy kept off its compute device (``compute_device``: a reference offloaded to the CPU)
         moves there for the call and back after it.
         """
@@ -275,15 +358,19 @@ class LLMPolicy:
         if self.compute_device is not None and self.compute_device != home:
             self.model.to(self.compute_device)
         self.train(False)
+        width = batch.response_mask.shape[1]
+        result: dict[str, torch.Tensor] = {}
         try:
-            parts: list[dict[str, torch.Tensor]] = []
-            for start in range(0, len(batch), self.micro_batch_size):
-                rows = torch.arange(start, min(start + self.micro_batch_size, len(batch)))
-                parts.append(self.forward(batch.index(rows), temperature=temperature, values=values))
+            for group in micro_batches(batch.lengths(), self.micro_batch_size, max_tokens):
+                rows = torch.tensor(group, device=batch.input_ids.device)
+                for key, value in self.forward(batch.index(rows).trimmed(), temperature=temperature, values=values).items():
+                    if key not in result:
+                        result[key] = value.new_zeros(len(batch), width)
+                    result[key][rows, :value.shape[1]] = value
         finally:
             self.train(was_training)
             self.model.to(home)
-        return {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
+        return result
 
     # -- adapters and persistence --------------------------------------------------------------
     def add_lora(

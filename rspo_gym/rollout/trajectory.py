@@ -7,6 +7,7 @@
 - ``Rollout``: rows + trajectories, with ``extend`` (union of two rollouts, e.g. learner and
   explorer) and ``to_batch``.
 - ``TrainingBatch`` / ``to_batch``: rows become padded tensors once, in one place.
+- ``pack_by_tokens`` / ``micro_batches``: which rows share a forward pass (token-budget packing).
 
 Rows of one trajectory are contiguous and in time order (GiGPO's step returns rely on it).
 Tensors use the response-aligned layout of verl: prompts left-padded to ``P``, responses
@@ -21,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Hashable, Sequence
 
-__all__ = ["StepRow", "Trajectory", "Rollout", "TrainingBatch", "to_batch"]
+__all__ = ["StepRow", "Trajectory", "Rollout", "TrainingBatch", "to_batch", "pack_by_tokens", "micro_batches"]
 
 
 @dataclass
@@ -128,12 +129,83 @@ class TrainingBatch:
             **{k: (v if k == "prompt_length" or v is None else v[rows]) for k, v in values.items()}
         )
 
+    def lengths(self) -> list[tuple[int, int]]:
+        """Each row's real ``(prompt, response)`` token counts (what packing and trimming need)."""
+        prompt = self.attention_mask[:, :self.prompt_length].sum(1)
+        response = self.attention_mask[:, self.prompt_length:].sum(1)
+        return list(zip(prompt.tolist(), response.tolist()))
+
+    def trimmed(self) -> "TrainingBatch":
+        """The batch cut to its own longest prompt and response (and most allowed ids per position).
+
+        ``index`` keeps the whole rollout's padding, so a micro-batch of short rows would still run
+        at the longest row's width. Prompts are left-padded, so the last ``p`` prompt columns hold
+        every real prompt token; responses are right-padded, so the first ``r`` response columns
+        hold every real response token; allowed ids are right-padded with -1, so the first ``k``
+        hold every allowed id. Only padding is dropped: attention masks it and position ids skip
+        it, so every real position's log-prob, entropy and value is unchanged, and a ``(rows, r)``
+        result is the first ``r`` columns of the untrimmed one.
+        """
+        lengths = self.lengths()
+        p = max(prompt for prompt, _ in lengths)
+        r = max(max(response for _, response in lengths), 1)  # to_batch keeps R >= 1 too
+        columns = slice(self.prompt_length - p, self.prompt_length + r)
+        allowed = self.allowed
+        if allowed is not None:
+            k = max(int((allowed[:, :r] >= 0).sum(-1).max()), 1)
+            allowed = allowed[:, :r, :k]
+        return TrainingBatch(
+            self.input_ids[:, columns], self.attention_mask[:, columns], self.response_mask[:, :r],
+            self.old_logprobs[:, :r], p, allowed,
+        )
+
     def to(self, device: Any) -> "TrainingBatch":
         """The batch with every tensor on ``device``."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         return TrainingBatch(
             **{k: (v if k == "prompt_length" or v is None else v.to(device)) for k, v in values.items()}
         )
+
+
+def pack_by_tokens(lengths: Sequence[tuple[int, int]], budget: int) -> list[list[int]]:
+    """Rows packed greedily, longest first, into groups whose padded size stays within ``budget``.
+
+    ``lengths`` are each row's real ``(prompt, response)`` token counts. A group, cut to its own
+    padding (``TrainingBatch.trimmed``), is ``rows x (longest prompt + longest response)`` tokens:
+    that is what a forward pass's activations scale with, so that is what the budget bounds (it
+    is at least ``rows x`` the group's longest row). A row over the budget on its own gets its own
+    group. Sorting by length first puts rows of similar length together, so little is padding.
+    This is verl's ``ppo_max_token_len_per_gpu`` (dynamic batch size) for padded batches.
+
+    >>> pack_by_tokens([(3, 1), (10, 6), (4, 2), (2, 2)], 24)
+    [[1], [2, 0, 3]]
+    """
+    groups: list[list[int]] = []
+    prompt = response = 0
+    for i in sorted(range(len(lengths)), key=lambda i: -sum(lengths[i])):
+        p, r = lengths[i]
+        if groups and (len(groups[-1]) + 1) * (max(prompt, p) + max(response, r)) <= budget:
+            groups[-1].append(i)
+            prompt, response = max(prompt, p), max(response, r)
+        else:
+            groups.append([i])
+            prompt, response = p, r
+    return groups
+
+
+def micro_batches(lengths: Sequence[tuple[int, int]], max_rows: int, max_tokens: int | None = None) -> list[list[int]]:
+    """The rows of each forward pass: ``pack_by_tokens`` under ``max_tokens`` (then any number of
+    rows), else ``max_rows`` at a time.
+
+    Rows are taken longest first either way, so each group, cut to its own padding, pads little.
+
+    >>> micro_batches([(3, 1), (10, 6), (4, 2), (2, 2)], 2)
+    [[1, 2], [0, 3]]
+    """
+    if max_tokens is not None:
+        return pack_by_tokens(lengths, max_tokens)
+    order = sorted(range(len(lengths)), key=lambda i: -sum(lengths[i]))
+    return [order[start:start + max_rows] for start in range(0, len(order), max_rows)]
 
 
 def _allowed_tensor(rows: Sequence[StepRow], R: int) -> Any:

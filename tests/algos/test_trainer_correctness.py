@@ -3,7 +3,9 @@
 Each test pins a behaviour that was once wrong (a side-by-side with verl and verl-agent found them):
 pure bf16 AdamW losing small updates, the critic's gradient steering and clipping the policy's,
 env-rejected commands penalised as format errors, GiGPO's step level ignoring the rank swap, an
-off-by-one replay age, -1e5 advantages from all-equal groups, full steps on partial mini-batches.
+off-by-one replay age, -1e5 advantages from all-equal groups, full steps on partial mini-batches;
+and that the memory savings (token-budget micro-batches cut to their own padding, gradient
+checkpointing) leave every gradient as the one big batch's.
 """
 
 from dataclasses import replace
@@ -21,7 +23,7 @@ from rspo_gym.algos.gigpo import gigpo_estimate  # noqa: E402
 from rspo_gym.algos.grpo import grpo_estimate  # noqa: E402
 from rspo_gym.algos.rspo import merge_replay  # noqa: E402
 from rspo_gym.algos.trainer import Estimate, RewardView  # noqa: E402
-from rspo_gym.rollout.trajectory import Rollout, StepRow, Trajectory, to_batch  # noqa: E402
+from rspo_gym.rollout.trajectory import Rollout, StepRow, Trajectory, pack_by_tokens, to_batch  # noqa: E402
 
 TINY = dict(num_groups=2, group_size=2, max_turns=2, eval_every=0, progress=False, seed=0)
 
@@ -189,3 +191,54 @@ def test_weight_decay_defaults_to_verls():
     assert TrainerConfig().weight_decay == 0.01
     trainer = GiGPOTrainer("rspo/ALFWorld-v0", **TINY)
     assert trainer.optimizer.param_groups[0]["weight_decay"] == 0.01
+
+
+# ----------------------------------------------------------------------------- 8. micro-batches and memory
+def _step_gradients(trainer, rollout, **overrides) -> list[torch.Tensor]:
+    """The gradient (policy and critic) each optimizer step of ``train_on`` sees; no weight moves."""
+    saved = trainer.config
+    trainer.config = replace(saved, max_grad_norm=1e9, **overrides)
+    seen = []
+    trainer.optimizer.step = lambda *a, **k: seen.append(torch.cat([p.grad.flatten() for p in trainer.policy.parameters()]))
+    trainer.train_on(rollout, 0)
+    trainer.config = saved
+    return seen
+
+
+def _same_gradients(got: list[torch.Tensor], expected: list[torch.Tensor], tolerance: float) -> bool:
+    return len(got) == len(expected) and all(float((g - e).norm() / e.norm()) < tolerance for g, e in zip(got, expected))
+
+
+@pytest.mark.parametrize("make, loss_agg", [
+    (lambda: GRPOTrainer("rspo/ALFWorld-v0", model="tiny-alfworld", kl_coef=0.01, **TINY), "seq-mean-token-mean"),
+    (lambda: PPOTrainer("rspo/ALFWorld-v0", model="tiny-alfworld", **TINY), "token-mean"),
+], ids=["grpo-kl-seq-mean", "ppo-token-mean"])
+def test_accumulation_over_row_or_token_budget_micro_batches_equals_one_batch(make, loss_agg):
+    trainer = make()
+    rollout = trainer.collect(0)
+    for module in (trainer.policy.model, trainer.policy.value_head, getattr(trainer.reference, "model", None)):
+        if module is not None:  # float64: float32 sums over ~800-token prompts move ~3e-6 with the batch shape
+            module.double()
+    lengths = to_batch(rollout.rows, trainer.policy.pad_token_id).lengths()
+    budget = 2 * max(p + r for p, r in lengths)
+    assert 1 < len(pack_by_tokens(lengths, budget)) < len(lengths)  # the budget groups some rows, not all
+    settings = dict(loss_agg=loss_agg, mini_batch_size=3)  # steps of 3 rows (the last one partial)
+    one_batch = _step_gradients(trainer, rollout, micro_batch_size=3, **settings)
+    assert len(one_batch) > 1
+    for micro in (dict(micro_batch_size=1), dict(max_tokens_per_micro_batch=budget)):
+        # float32 remains in the log-softmax and the values: ~1e-6 where it does, ~1e-15 elsewhere
+        assert _same_gradients(_step_gradients(trainer, rollout, **settings, **micro), one_batch, 1e-5), micro
+    trainer.close()
+
+
+def test_gradient_checkpointing_gives_the_same_update():
+    plain = GRPOTrainer("rspo/ALFWorld-v0", model="tiny-alfworld", **TINY)
+    checkpointed = GRPOTrainer("rspo/ALFWorld-v0", model="tiny-alfworld", gradient_checkpointing=True, **TINY)
+    assert any(getattr(m, "gradient_checkpointing", False) for m in checkpointed.policy.model.modules())
+    assert not any(getattr(m, "gradient_checkpointing", False) for m in plain.policy.model.modules())
+    rollout = plain.collect(0)
+    assert _same_gradients(_step_gradients(checkpointed, rollout), _step_gradients(plain, rollout), 1e-6)
+    with pytest.raises(ValueError, match="max_tokens_per_micro_batch"):
+        GRPOTrainer("rspo/ALFWorld-v0", max_tokens_per_micro_batch=0, **TINY)
+    plain.close()
+    checkpointed.close()
