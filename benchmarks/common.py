@@ -6,7 +6,7 @@ import json
 import resource
 from pathlib import Path
 
-__all__ = ["peak_rss_mb", "load_instructions", "write_json"]
+__all__ = ["peak_rss_mb", "load_instructions", "write_json", "saved_bytes"]
 
 
 def peak_rss_mb() -> float:
@@ -26,3 +26,24 @@ def write_json(path: Path, result: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {path}")
+
+
+def saved_bytes(run, exclude: set[int] = frozenset()) -> int:
+    """Bytes of the distinct storages autograd saves for backward while ``run()`` builds its graph.
+
+    ``exclude``: storage addresses not to count (a model's parameters, which matmuls save too).
+    """
+    import torch
+
+    storages: dict[int, int] = {}
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in exclude:
+            storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        out = run()
+    del out
+    return sum(storages.values())

@@ -30,27 +30,12 @@ if str(ROOT) not in sys.path:
 
 import torch  # noqa: E402
 
-from common import write_json  # noqa: E402  (benchmarks/ is on sys.path)
+from common import saved_bytes, write_json  # noqa: E402  (benchmarks/ is on sys.path)
 from rspo_gym.policies.llm import LLMPolicy  # noqa: E402
 from rspo_gym.policies.models import load_model  # noqa: E402
 from rspo_gym.rollout.trajectory import StepRow, to_batch  # noqa: E402
 
 VOCAB = 151_936
-
-
-def saved_bytes(run) -> int:
-    """Bytes of the distinct storages autograd saves for backward while ``run()`` builds its graph."""
-    storages: dict[int, int] = {}
-
-    def pack(tensor: torch.Tensor) -> torch.Tensor:
-        storage = tensor.untyped_storage()
-        storages[storage.data_ptr()] = storage.nbytes()
-        return tensor
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-        out = run()
-    del out
-    return sum(storages.values())
 
 
 def main() -> None:

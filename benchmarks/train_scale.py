@@ -11,8 +11,10 @@ of one iteration:
 - ``update``: the clipped policy-gradient epochs (forward + backward + optimizer).
 
 Per phase it reports wall time, tokens per second and peak memory (CUDA: max allocated, reset per
-phase; CPU: the process's peak RSS sampled every 5 ms), and for the update the bytes per token per
-layer: (peak during the update - memory before it) / (tokens of the largest micro-batch) / layers.
+phase; CPU: the process's peak RSS sampled every 5 ms), and the update's activation memory in
+bytes per token per layer: what autograd saves for backward on the largest micro-batch (model
+weights excluded), divided by its padded tokens and the number of layers. Old log-probs are
+recomputed (as verl does, and as the trainer does with vLLM) so that phase is always measured.
 A random model never ends a reply, so every reply runs to ``--max-new-tokens``: the worst case.
 
     python benchmarks/train_scale.py --shape qwen2.5-1.5b --layers 2 --groups 2 --group-size 2 \
@@ -36,7 +38,7 @@ from typing import Any, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import write_json  # noqa: E402
+from common import saved_bytes, write_json  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,22 @@ class PeakMemory:
             time.sleep(0.005)
 
 
+def activation_bytes(policy, batch, config) -> dict[str, int]:
+    """Bytes saved for backward by the training forward of the batch's largest micro-batch."""
+    from rspo_gym.rollout.trajectory import micro_batches
+
+    groups = micro_batches(batch.lengths(), config.micro_batch_size, config.max_tokens_per_micro_batch)
+    subs = [batch.index(group).trimmed() for group in groups]
+    largest = max(subs, key=lambda sub: sub.input_ids.numel())
+    weights = {p.untyped_storage().data_ptr() for p in policy.model.parameters()}
+    policy.train(True)
+    try:
+        saved = saved_bytes(lambda: policy.forward(largest, temperature=config.temperature, entropy=True), exclude=weights)
+    finally:
+        policy.train(False)
+    return {"saved_bytes": saved, "tokens": int(largest.input_ids.numel())}
+
+
 class PhaseClock:
     """Wraps the trainer's generation, old log-prob and update calls to time and size each phase."""
 
@@ -144,7 +162,7 @@ class PhaseClock:
         self.trainer = trainer
         self.memory = PeakMemory()
         self.phases: dict[str, dict[str, float]] = {}
-        self.largest_micro_tokens = 0
+        self.activations = {"saved_bytes": 0, "tokens": 0}
 
     def record(self, name: str, seconds: float, tokens: int, reading: dict) -> None:
         phase = self.phases.setdefault(name, {"seconds": 0.0, "tokens": 0, "peak_bytes": 0, "growth_bytes": 0})
@@ -181,8 +199,8 @@ class PhaseClock:
 
         def timed_update(policy, optimizer, batch, estimate, it, **kwargs):
             c = trainer.config
-            rows = batch.attention_mask.sum(dim=1).sort(descending=True).values
-            self.largest_micro_tokens = max(self.largest_micro_tokens, int(rows[: c.micro_batch_size].sum()))
+            if policy is trainer.policy:
+                self.activations = activation_bytes(policy, batch, c)
             with self.memory.phase() as reading:
                 start = time.perf_counter()
                 out = update(policy, optimizer, batch, estimate, it, **kwargs)
@@ -206,7 +224,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "rspo/ALFWorld-v0", model=policy, base="gigpo", swap="explorer", lora_r=args.lora_r,
         explorer_group_size=args.group_size // 2, num_groups=args.groups, group_size=args.group_size,
         max_turns=args.max_turns, max_prompt_length=args.max_prompt_length, max_new_tokens=args.max_new_tokens,
-        think=True, constrained=False, generation_backend=args.backend, precision=args.precision,
+        think=True, constrained=False, generation_backend=args.backend, precision=args.precision, recompute_old_logprobs=True,
         gradient_checkpointing=args.gradient_checkpointing, max_tokens_per_micro_batch=args.max_tokens_per_micro_batch,
         micro_batch_size=args.micro_batch_size, mini_batch_size=args.mini_batch_size, learning_rate=1e-6, kl_coef=0.01,
         eval_every=0, progress=False, seed=args.seed,
@@ -216,10 +234,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     clock.wrap_generate(trainer.explorer)
     clock.wrap_trainer()
     start = time.perf_counter()
-    metrics = trainer.learn(1)[-1]
+    rollout = trainer.collect(0)  # the loop of learn(), without its evaluation, logging and saving
+    trainer.policy.release_generation_memory()
+    metrics = {**trainer.rollout_metrics(rollout), **trainer.train_on(rollout, 0)}
     total = time.perf_counter() - start
-    update = clock.phases.get("update", {})
-    per_token_layer = update.get("growth_bytes", 0) / max(clock.largest_micro_tokens, 1) / layers
+    explorer_rows = trainer._explorer_rollout.rows if trainer._explorer_rollout is not None else []
+    rows = list(rollout.rows) + list(explorer_rows)
+    per_token_layer = clock.activations["saved_bytes"] / max(clock.activations["tokens"], 1) / layers
     return {
         "shape": args.shape, "layers": layers, "backend": args.backend, "precision": trainer.precision,
         "lora_r": args.lora_r, "gradient_checkpointing": args.gradient_checkpointing,
@@ -227,9 +248,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "group_size": args.group_size, "max_turns": args.max_turns, "max_prompt_length": args.max_prompt_length,
         "max_new_tokens": args.max_new_tokens, "device": "cuda" if torch.cuda.is_available() else "cpu",
         "parameters": sum(p.numel() for p in trainer.policy.model.parameters()),
-        "env_steps": metrics["env_steps"], "generated_tokens": metrics["generated_tokens"],
-        "iteration_seconds": total, "phases": clock.phases,
-        "update_bytes_per_token_per_layer": per_token_layer, "largest_micro_batch_tokens": clock.largest_micro_tokens,
+        "env_steps": len(rows), "generated_tokens": sum(len(r.response_ids) for r in rows),
+        "success": metrics["rollout/success"], "iteration_seconds": total, "phases": clock.phases,
+        "update_bytes_per_token_per_layer": per_token_layer, "largest_micro_batch_tokens": clock.activations["tokens"],
     }
 
 
@@ -241,8 +262,8 @@ def table(result: dict[str, Any]) -> str:
             f"| {name} | {phase['seconds']:.2f} | {phase['tokens']} | {rate:,.0f} | "
             f"{phase['peak_bytes'] / 2**30:.2f} | {phase['growth_bytes'] / 2**30:.2f} |"
         )
-    lines.append(f"\nupdate activations: {result['update_bytes_per_token_per_layer'] / 1024:.1f} KiB per token per layer "
-                 f"({result['layers']} layers, largest micro-batch {result['largest_micro_batch_tokens']} tokens)")
+    lines.append(f"\nupdate activations saved for backward: {result['update_bytes_per_token_per_layer'] / 1024:.1f} KiB per "
+                 f"token per layer ({result['layers']} layers, largest micro-batch {result['largest_micro_batch_tokens']} padded tokens)")
     return "\n".join(lines)
 
 

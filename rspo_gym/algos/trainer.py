@@ -638,7 +638,10 @@ class Trainer:
         from rspo_gym.policies.models import load_model
 
         self.precision = resolve_precision(self.config.precision, "cuda" if torch.cuda.is_available() else "cpu")
-        dtype = torch.bfloat16 if self.precision == "bf16" else torch.float32
+        # A LoRA learner's base is frozen: under bf16-mixed it is stored in bfloat16 (half the
+        # memory, nothing to lose) while peft keeps the adapters, the trained part, in float32.
+        frozen_base = self.config.lora_r > 0 and self.precision == "bf16-mixed"
+        dtype = torch.bfloat16 if self.precision == "bf16" or frozen_base else torch.float32
         network, tokenizer = load_model(model, seed=self.config.seed, dtype=dtype)
         policy = LLMPolicy(
             network, tokenizer, backend=self._generation_backend(network, tokenizer), value_head=self.needs_values,
