@@ -19,7 +19,20 @@ which would let the one-env-at-a-time run reuse the batched run's identical firs
     python benchmarks/rollout_speed.py --models tiny smollm2-135m --batches 1 8 32
     python benchmarks/rollout_speed.py --backend vllm --modes free --batches 8 32
 
-Writes JSON (``--out``, default ``results/benchmarks/rollout_speed.json``) and prints a table.
+``--vocab-compare`` measures instead the HF sampler's time per generated token step, free
+generation at temperature 1 for 64 rows, on two randomly initialised Qwen2 models that differ only
+in vocabulary size: Qwen2.5's 151,936 tokens and the tiny tokenizer's 4,096 (hidden 128, 2
+layers, a 32-token prompt, 32 new tokens). A step's time is ``(t(32 tokens) - t(1 token)) /
+(steps(32) - steps(1))`` with steps the longest reply actually generated, so the prefill is left
+out and rows that end early (the tiny tokenizer's end token) do not shorten the count. Whatever in
+a step grows with the vocabulary (the output projection, the softmax, the sampler) shows in the
+ratio, also given without the output projection, the model's own share. A sampler that draws its
+random numbers over the whole vocabulary on the host made it ~40x on one CPU thread.
+
+    python benchmarks/rollout_speed.py --vocab-compare --threads 1
+
+Writes JSON (``--out``, default ``results/benchmarks/rollout_speed.json``, or ``sampler_vocab.json``
+beside it for ``--vocab-compare``) and prints a table.
 """
 
 from __future__ import annotations
@@ -35,9 +48,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 from common import peak_rss_mb, write_json  # noqa: E402
+from transformers import Qwen2Config, Qwen2ForCausalLM  # noqa: E402
 
 import rspo_gym  # noqa: E402,F401
 from rspo_gym.policies.generation import GenerationConfig  # noqa: E402
+from rspo_gym.policies.hf_backend import HFBackend  # noqa: E402
 from rspo_gym.policies.llm import LLMPolicy  # noqa: E402
 from rspo_gym.policies.models import load_model  # noqa: E402
 from rspo_gym.rollout import CollectConfig, GroupedVectorEnv, collect  # noqa: E402
@@ -99,6 +114,89 @@ def measure(policy: LLMPolicy, model_name: str, backend: str, mode: str, batches
     return results
 
 
+#: ``--vocab-compare`` settings: Qwen2.5's vocabulary against the tiny tokenizer's, 64 rows.
+COMPARED_VOCABS = (151_936, 4_096)
+COMPARE_ROWS, COMPARE_PROMPT_TOKENS, COMPARE_NEW_TOKENS = 64, 32, 32
+
+
+def _random_qwen2(vocab_size: int, end_id: int, device: torch.device) -> Qwen2ForCausalLM:
+    """The tiny model's shape (hidden 128, 2 layers) with random weights and ``vocab_size`` tokens."""
+    torch.manual_seed(0)
+    config = Qwen2Config(
+        vocab_size=vocab_size, hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=4096, tie_word_embeddings=True, eos_token_id=end_id, pad_token_id=0,
+    )
+    model = Qwen2ForCausalLM(config).to(device).eval()
+    model.generation_config.eos_token_id = end_id
+    return model
+
+
+def _timed(backend: HFBackend, prompts: list[list[int]], new_tokens: int, seed: int) -> tuple[float, int]:
+    """Seconds of one generation call and its number of token steps (the longest reply).
+
+    No device synchronisation needed: the call returns host lists, so it has waited for the device.
+    """
+    config = GenerationConfig(max_new_tokens=new_tokens, temperature=1.0, seed=seed)
+    start = time.perf_counter()
+    out = backend.generate(prompts, config)
+    return time.perf_counter() - start, max(len(ids) for ids in out.response_ids)
+
+
+@torch.no_grad()
+def projection_ms(model, rows: int, repeats: int = 5) -> float:
+    """Milliseconds of the output projection of one token step (``rows`` hidden states to logits).
+
+    The model's own share of a step that grows with the vocabulary: no sampler can avoid it, and
+    on a CPU it alone keeps the 152k / 4k ratio far above what it is on a GPU.
+    """
+    hidden = torch.randn(rows, 1, model.config.hidden_size, device=model.device, dtype=model.dtype)
+    model.lm_head(hidden).tolist()  # warm-up; tolist waits for the device
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        model.lm_head(hidden)[:, :, :1].tolist()
+        times.append(time.perf_counter() - start)
+    return 1e3 * min(times)
+
+
+def step_ms(model, tokenizer, prompts: list[list[int]], new_tokens: int, repeats: int = 2) -> dict:
+    """Milliseconds per generated token step, prefill subtracted (best of ``repeats``), and of its projection."""
+    backend = HFBackend(model, tokenizer)
+    _timed(backend, prompts, 2, seed=0)  # warm-up
+    full = min((_timed(backend, prompts, new_tokens, seed=1 + r) for r in range(repeats)), key=lambda t: t[0])
+    one = min((_timed(backend, prompts, 1, seed=1 + r) for r in range(repeats)), key=lambda t: t[0])
+    return {
+        "vocab_size": model.config.vocab_size,
+        "token_steps": full[1],
+        "ms_per_token_step": 1e3 * (full[0] - one[0]) / (full[1] - one[1]),
+        "projection_ms": projection_ms(model, len(prompts)),
+    }
+
+
+def vocab_compare(device: torch.device) -> dict:
+    """``step_ms`` for each of ``COMPARED_VOCABS`` on the same prompts, and the first's over the last's."""
+    _, tokenizer = load_model("tiny", device="cpu")
+    generator = torch.Generator().manual_seed(0)
+    prompts = torch.randint(4, min(COMPARED_VOCABS), (COMPARE_ROWS, COMPARE_PROMPT_TOKENS), generator=generator).tolist()
+    rows = []
+    for vocab in COMPARED_VOCABS:
+        row = step_ms(_random_qwen2(vocab, tokenizer.eos_token_id, device), tokenizer, prompts, COMPARE_NEW_TOKENS)
+        rows.append(row)
+        print(
+            f"vocab {vocab:7d}: {row['ms_per_token_step']:8.2f} ms per token step ({row['token_steps']} steps, {COMPARE_ROWS} rows), "
+            f"of which output projection {row['projection_ms']:.2f} ms",
+            flush=True,
+        )
+    big, small = rows[0], rows[-1]
+    ratio = big["ms_per_token_step"] / small["ms_per_token_step"]
+    rest = (big["ms_per_token_step"] - big["projection_ms"]) / (small["ms_per_token_step"] - small["projection_ms"])
+    print(f"ratio {COMPARED_VOCABS[0]} / {COMPARED_VOCABS[-1]}: {ratio:.2f}x per token step, {rest:.2f}x without the output projection")
+    return {
+        "device": str(device), "rows": COMPARE_ROWS, "prompt_tokens": COMPARE_PROMPT_TOKENS, "results": rows,
+        "ratio": ratio, "ratio_without_projection": rest,
+    }
+
+
 def _format(row: dict) -> str:
     seq = (
         f"{row['sequential_s']:8.2f} s {row['speedup']:6.1f}x {row['token_throughput_ratio']:6.1f}x"
@@ -122,10 +220,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--env", default="rspo/ALFWorld-v0")
     parser.add_argument("--backend", choices=("hf", "vllm"), default="hf", help="generation backend")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--vocab-compare", action="store_true", help="only time a token step at 152k vs 4k vocabulary")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="device of --vocab-compare")
     parser.add_argument("--out", type=Path, default=Path("results/benchmarks/rollout_speed.json"))
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.vocab_compare:
+        out = args.out.with_name("sampler_vocab.json") if args.out == parser.get_default("out") else args.out
+        write_json(out, {"threads": torch.get_num_threads(), **vocab_compare(torch.device(args.device))})
+        return 0
     print(f"{'model':14s} {'gen':5s} {'mode':11s} {'batch':>5s} {'batched':>10s} {'steps/s':>9s} {'tok/s':>9s}   {'one-by-one':>10s} {'time':>7s} {'tok/s':>7s}")
     results = []
     if args.backend == "vllm" and "constrained" in args.modes:

@@ -5,6 +5,7 @@
 - ``ActionTrie``: the prefix trie of token-id sequences used for constraining.
 - ``allowed_token_ids``: the ids allowed at each position of a constrained reply, the same lists
   ``HFBackend`` records, so a trainer can rebuild the mask of any reply.
+- ``sample``: exact sampling of one id per row on the probabilities' own device.
 
 Why our own loop rather than ``model.generate``: the log-probs we return must be the ones a
 trainer recomputes by teacher forcing (tempered softmax before top-p, see ``generation.py``), the
@@ -15,18 +16,23 @@ distribution (``softmax(logits / T)`` renormalised over the allowed ids, compute
 from, so it is the policy being optimised. The trainer recomputes it from the recorded allowed ids,
 importance ratios start at 1, and the policy gradient has no ``∇ log Z`` term pushing probability
 on or off the allowed set.
+
+A token step stays on the model's device (random numbers from a generator there) and reads back
+only the sampled ids and their log-probs, once for the whole batch: with a 152k vocabulary, drawing
+on the host cost more than the step itself, and reading row by row waited for a GPU once per row.
 """
 
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Sequence
 
 import torch
 
 from rspo_gym.policies.generation import GenerationConfig, GenerationOutput
 
-__all__ = ["HFBackend", "ActionTrie", "allowed_token_ids", "position_ids", "eos_token_ids"]
+__all__ = ["HFBackend", "ActionTrie", "allowed_token_ids", "sample", "position_ids", "eos_token_ids"]
 
 
 def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -99,6 +105,59 @@ def _nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     return torch.zeros_like(probs).scatter_(-1, order, sorted_probs)
 
 
+def _race(weights: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Index ``i`` of each row with probability ``weights[i] / weights.sum()``: ``argmax(w / E)``.
+
+    The exponential race: with ``E_i ~ Exp(1)`` i.i.d., ``E_i / w_i ~ Exp(w_i)`` and the smallest
+    of independent exponentials is the ``i``-th with probability ``w_i / sum(w)``. A zero weight
+    never wins; ``exponential_`` may round to 0, hence the clamp (``0 / 0`` is NaN, which argmax
+    would take as the largest).
+    """
+    race = torch.empty_like(weights).exponential_(generator=generator).clamp_(min=torch.finfo(weights.dtype).tiny)
+    return (weights / race).argmax(dim=-1)
+
+
+def sample(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """One id per row of ``(rows, V)`` non-negative ``probs`` (need not sum to 1), drawn exactly.
+
+    Two exponential races: one over blocks of ``~sqrt(V)`` ids weighted by their mass, one inside
+    the chosen block, so ``P(id) = P(block) P(id | block) = p_id / sum(p)``. Why not one race over
+    the vocabulary (or ``torch.multinomial``, which runs that race and also reads a validity check
+    back to the host, a sync per call): random numbers cost ~30 ns each on a CPU, ~300 ms a step for
+    64 rows x 152k ids, while two races need ``2 sqrt(V)`` per row (~800); on a GPU either is cheap.
+    Everything stays on ``probs``'s device, drawn from ``generator`` (on that device too), so a
+    seed reproduces the samples on the same device.
+    """
+    rows, vocab = probs.shape
+    width = math.isqrt(vocab - 1) + 1
+    whole = vocab - vocab % width
+    # float32 sums are tree-reduced: as accurate as the float32 probabilities themselves
+    mass = torch.cat([probs[:, :whole].reshape(rows, -1, width).sum(dim=-1), probs[:, whole:].sum(dim=-1, keepdim=True)], dim=1)
+    ids = _race(mass, generator)[:, None] * width + torch.arange(width, device=probs.device)  # the block's ids
+    inside = ids < vocab  # the last block may be short (and the extra, empty one has mass 0)
+    weights = probs.gather(1, ids.clamp(max=vocab - 1)) * inside
+    return ids.gather(1, _race(weights, generator)[:, None]).squeeze(1)
+
+
+def _allowed_mask(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """0 at each row's allowed ids (``(rows, K)``, ``-1``-padded, at least one per row), -inf elsewhere.
+
+    One scatter from the padded ids already on the device: no per-row indexing (each a transfer).
+    """
+    ids = torch.where(allowed < 0, allowed[:, :1], allowed)  # a pad repeats an allowed id
+    return torch.full_like(logits, float("-inf")).scatter_(1, ids, 0.0)
+
+
+def _to_host(tokens: torch.Tensor, logprobs: torch.Tensor) -> tuple[list[int], list[float]]:
+    """Sampled ids and their log-probs as host lists, in one device-to-host copy.
+
+    float64 holds every id (< 2**53) and every float32 log-prob exactly; reading row by row instead
+    would wait for the device once per row per token.
+    """
+    ids, values = torch.stack([tokens.double(), logprobs.double()]).tolist()
+    return [int(i) for i in ids], values
+
+
 def _padded(choices: Sequence[Sequence[int]]) -> torch.Tensor:
     """``(rows, K)`` long ids, right-padded with ``-1`` (the layout ``restricted_logprobs`` takes)."""
     out = torch.full((len(choices), max(len(c) for c in choices)), -1, dtype=torch.long)
@@ -124,7 +183,8 @@ class HFBackend:
     Args:
         model: a transformers causal LM (trained in place by the trainer).
         tokenizer: its tokenizer (``pad_token_id`` used for padding).
-        seed: seed of the backend's own generator, used when a call gives no seed.
+        seed: seed of the backend's own generators (one per device, made when first needed), used
+            when a call gives no seed.
         micro_batch_size: most prompts per batched call.
         max_batch_tokens: most padded prompt tokens per batched call (bounds prefill memory).
     """
@@ -135,7 +195,20 @@ class HFBackend:
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
         self.micro_batch_size = micro_batch_size
         self.max_batch_tokens = max_batch_tokens
-        self.generator = torch.Generator(device="cpu").manual_seed(seed)
+        self.seed = seed
+        self._generators: dict[torch.device, torch.Generator] = {}
+
+    def generator(self, device: torch.device, seed: int | None = None) -> torch.Generator:
+        """A fresh generator on ``device`` seeded with ``seed``, or the backend's own for that device.
+
+        Sampling draws its random numbers where the probabilities are: a CPU generator would make
+        every token step draw on the host and copy the model's probabilities there.
+        """
+        if seed is not None:
+            return torch.Generator(device=device).manual_seed(seed)
+        if device not in self._generators:
+            self._generators[device] = torch.Generator(device=device).manual_seed(self.seed)
+        return self._generators[device]
 
     def sync_weights(self) -> None:
         """Nothing to do: generation reads the trained model itself."""
@@ -167,9 +240,7 @@ class HFBackend:
     ) -> GenerationOutput:
         if allowed is not None and len(allowed) != len(prompt_ids):
             raise ValueError(f"allowed has {len(allowed)} entries for {len(prompt_ids)} prompts")
-        generator = self.generator
-        if config.seed is not None:
-            generator = torch.Generator(device="cpu").manual_seed(config.seed)
+        generator = self.generator(next(self.model.parameters()).device, config.seed)
         n = len(prompt_ids)
         texts: list[str] = [""] * n
         response_ids: list[list[int]] = [[] for _ in range(n)]
@@ -209,6 +280,7 @@ class HFBackend:
         tokens: list[list[int]] = [[] for _ in range(B)]
         logps: list[list[float]] = [[] for _ in range(B)]
         allowed_ids: list[list[list[int]]] = [[] for _ in range(B)]
+        active = list(range(B))  # rows still generating, on the host (``finished`` is its device twin)
         finished = torch.zeros(B, dtype=torch.bool, device=device)
         cache_arg = _cache_argument(model)
         out = model(
@@ -223,34 +295,30 @@ class HFBackend:
             sample_logits, choices = logits, None
             if nodes is not None:  # a finished row may take anything (the end token): it is discarded
                 choices = [ActionTrie.choices(node) if node else [self.eos_ids[0]] for node in nodes]
-                mask = torch.full_like(logits, float("-inf"))
-                for b, ids in enumerate(choices):
-                    mask[b, ids] = 0.0
-                sample_logits = logits + mask
+                allowed_now = _padded(choices).to(device)
+                sample_logits = logits + _allowed_mask(logits, allowed_now)
             if config.temperature > 0:
                 probs = torch.softmax(sample_logits, dim=-1)
                 if config.top_p < 1.0:
                     probs = _nucleus(probs, config.top_p)
-                # exponential race: argmax(p / E), E ~ Exp(1), draws from p (as multinomial does, but
-                # one vectorised pass instead of CPU multinomial's per-row cumulative sums)
-                race = torch.empty(probs.shape, dtype=torch.float32).exponential_(generator=generator)
-                next_tokens = (probs.cpu() / race).argmax(dim=-1).to(device)
+                next_tokens = sample(probs, generator)
             else:
                 next_tokens = sample_logits.argmax(dim=-1)
             if choices is None:
                 chosen = torch.log_softmax(logits, dim=-1).gather(1, next_tokens[:, None]).squeeze(1)
             else:  # the restricted distribution, by the trainer's own function (see the module docstring)
-                chosen = restricted_logprobs(raw, next_tokens, _padded(choices).to(device), config.temperature)
-            for b in torch.nonzero(~finished).flatten().tolist():
-                token = int(next_tokens[b])
-                tokens[b].append(token)
-                logps[b].append(float(chosen[b]))
+                chosen = restricted_logprobs(raw, next_tokens, allowed_now, config.temperature)
+            step_tokens, step_logps = _to_host(next_tokens, chosen)
+            for b in active:
+                tokens[b].append(step_tokens[b])
+                logps[b].append(step_logps[b])
                 if choices is not None:
                     allowed_ids[b].append(choices[b])
-                    nodes[b] = nodes[b].get(token, {})
-            finished |= torch.isin(next_tokens, eos)
-            if bool(finished.all()):
+                    nodes[b] = nodes[b].get(step_tokens[b], {})
+            active = [b for b in active if step_tokens[b] not in self.eos_ids]
+            if not active:
                 break
+            finished |= torch.isin(next_tokens, eos)
             next_tokens = torch.where(finished, torch.full_like(next_tokens, self.pad_id), next_tokens)
             attention = torch.cat([attention, torch.ones((B, 1), dtype=attention.dtype, device=device)], dim=1)
             last_pos = last_pos + 1
