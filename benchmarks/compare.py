@@ -333,9 +333,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="torch threads per cell (default: CPUs / jobs)")
     parser.add_argument("--envs", nargs="+", default=None, help="only these of the preset's envs")
     parser.add_argument("--only", nargs="+", default=None, metavar="BASE:VARIANT", help="only these cells (e.g. grpo:rspo-rank)")
+    parser.add_argument("--seeds", nargs="+", type=int, default=None, help="these seeds instead of the preset's")
     args = parser.parse_args(argv)
     os.environ.setdefault("RSPO_GYM_RUNS_DIR", str(args.out / "runs"))  # each cell's run folder, beside compare.json
     preset = PRESETS[args.preset]
+    if args.seeds:
+        preset = replace(preset, seeds=tuple(args.seeds))
     if args.envs:
         unknown = sorted(set(args.envs) - set(preset.envs))
         if unknown:
