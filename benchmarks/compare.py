@@ -386,7 +386,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     # the table covers every finished cell of the whole preset, also those of envs run separately
     full = PRESETS[args.preset]
-    paths = [_cell_path(out, env_id, base, variant, seed) for env_id in full.envs for base, variant in full.pairs() for seed in full.seeds]
+    seeds = sorted(set(full.seeds) | set(preset.seeds))  # --seeds adds seeds to the table, it never hides one
+    paths = [_cell_path(out, env_id, base, variant, seed) for env_id in full.envs for base, variant in full.pairs() for seed in seeds]
     cells = [json.loads(path.read_text()) for path in paths if path.exists()]
     starts = [out / "initial" / f"{env_id.split('/')[-1]}.json" for env_id in full.envs]
     initial = {env_id: json.loads(path.read_text()) for env_id, path in zip(full.envs, starts) if path.exists()}
