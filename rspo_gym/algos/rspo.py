@@ -204,7 +204,7 @@ class RSPOTrainer(Trainer):
             if self.explorer is None:
                 backend = learner.backend.sharing(learner.model, adapter="explorer") if hasattr(learner.backend, "sharing") else None
                 self.explorer = learner.sibling(backend=backend, value_head=self.needs_values, seed=c.seed + 1)
-                self.explorer.add_lora(r=c.lora_r, alpha=c.lora_alpha, dropout=c.lora_dropout, target_modules=c.lora_target_modules, name="explorer")
+                self.explorer.add_lora(**self.lora_options(), name="explorer")
             theirs = dict(adapter_parameters(learner.model, learner.adapter))
             with torch.no_grad():
                 for name, parameter in adapter_parameters(learner.model, "explorer"):

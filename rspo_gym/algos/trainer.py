@@ -632,8 +632,7 @@ class Trainer:
             if self.config.generation_backend == "vllm" and isinstance(model.backend, HFBackend):
                 model.backend = self._generation_backend(model.model, model.tokenizer)
             if self.config.lora_r > 0 and model.adapter is None:
-                c = self.config
-                model.add_lora(r=c.lora_r, alpha=c.lora_alpha, dropout=c.lora_dropout, target_modules=c.lora_target_modules)
+                model.add_lora(**self.lora_options())
             return model
         from rspo_gym.policies.models import load_model
 
@@ -648,10 +647,14 @@ class Trainer:
             micro_batch_size=self.config.micro_batch_size, seed=self.config.seed,
             autocast_dtype=torch.bfloat16 if self.precision == "bf16-mixed" else None,
         )
-        c = self.config
-        if c.lora_r > 0:
-            policy.add_lora(r=c.lora_r, alpha=c.lora_alpha, dropout=c.lora_dropout, target_modules=c.lora_target_modules)
+        if self.config.lora_r > 0:
+            policy.add_lora(**self.lora_options())
         return policy
+
+    def lora_options(self) -> dict[str, Any]:
+        """``LLMPolicy.add_lora`` arguments of the config's LoRA settings (learner and explorer alike)."""
+        c = self.config
+        return {"r": c.lora_r, "alpha": c.lora_alpha, "dropout": c.lora_dropout, "target_modules": c.lora_target_modules}
 
     def _generation_backend(self, model, tokenizer):
         """None (the policy's own ``HFBackend``) or a vLLM engine colocated in this process.

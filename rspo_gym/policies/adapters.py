@@ -4,7 +4,7 @@
 - ``active_adapter`` / ``adapters_disabled``: contexts that route a forward pass through one
   adapter, or through the bare base model (the KL reference of a LoRA learner).
 - ``merged_weights``: the base model's checkpoint with an adapter folded in (``W + ΔW``), for a
-  vLLM engine or a plain export, computed without modifying the model.
+  vLLM engine or a plain export, computed without modifying the model; ``save_merged`` writes it.
 
 Why: with a 7B base, a frozen KL reference and an RSPO explorer as full copies cost two more
 copies of the model. As adapters on the learner's own base (peft's multi-adapter ``PeftModel``)
@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 import torch
 
-__all__ = ["is_peft", "adapter_parameters", "active_adapter", "adapters_disabled", "merged_weights"]
+__all__ = ["is_peft", "adapter_parameters", "active_adapter", "adapters_disabled", "merged_weights", "save_merged"]
 
 
 def is_peft(model: Any) -> bool:
@@ -78,3 +78,10 @@ def merged_weights(model: Any, adapter: str | None = None) -> list[tuple[str, An
                 continue
             merged.append((plain, tensor.detach()))
     return merged
+
+
+def save_merged(model: Any, path: Any, adapter: str | None = None, **save_kwargs: Any) -> None:
+    """Write ``merged_weights(model, adapter)`` as a plain Hugging Face checkpoint of the base model
+    (``save_pretrained`` options, e.g. ``max_shard_size``, pass through)."""
+    base = model.get_base_model() if is_peft(model) else model
+    base.save_pretrained(path, state_dict=dict(merged_weights(model, adapter)), **save_kwargs)

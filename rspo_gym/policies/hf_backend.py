@@ -257,7 +257,7 @@ class HFBackend:
         return GenerationOutput(texts, response_ids, logprobs, allowed_ids)
 
     def _generate(self, prompt_ids, config, allowed, generator) -> GenerationOutput:
-        from rspo_gym.policies.llm import restricted_logprobs  # here: llm.py imports this module
+        from rspo_gym.policies.llm import _tempered, restricted_logprobs  # here: llm.py imports this module
 
         model = self.model
         was_training = model.training
@@ -289,10 +289,8 @@ class HFBackend:
         last_pos = positions[:, -1]
         for _ in range(max_new_tokens):
             raw = out.logits[:, -1, :]
-            logits = raw.float()
-            if config.temperature > 0:
-                logits = logits / config.temperature
-            sample_logits, choices = logits, None
+            logits = _tempered(raw, config.temperature)
+            sample_logits, choices, allowed_now = logits, None, None
             if nodes is not None:  # a finished row may take anything (the end token): it is discarded
                 choices = [ActionTrie.choices(node) if node else [self.eos_ids[0]] for node in nodes]
                 allowed_now = _padded(choices).to(device)
@@ -304,10 +302,8 @@ class HFBackend:
                 next_tokens = sample(probs, generator)
             else:
                 next_tokens = sample_logits.argmax(dim=-1)
-            if choices is None:
-                chosen = torch.log_softmax(logits, dim=-1).gather(1, next_tokens[:, None]).squeeze(1)
-            else:  # the restricted distribution, by the trainer's own function (see the module docstring)
-                chosen = restricted_logprobs(raw, next_tokens, allowed_now, config.temperature)
+            # by the trainer's own function: the restricted distribution under constraints (module docstring)
+            chosen = restricted_logprobs(raw, next_tokens, allowed_now, config.temperature)
             step_tokens, step_logps = _to_host(next_tokens, chosen)
             for b in active:
                 tokens[b].append(step_tokens[b])

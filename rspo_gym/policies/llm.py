@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from rspo_gym.policies.adapters import active_adapter, adapter_parameters, adapters_disabled, is_peft, merged_weights
+from rspo_gym.policies.adapters import active_adapter, adapter_parameters, adapters_disabled, is_peft, save_merged
 from rspo_gym.policies.generation import GenerationBackend, GenerationConfig, GenerationOutput
 from rspo_gym.policies.hf_backend import HFBackend, position_ids
 from rspo_gym.rollout.trajectory import micro_batches
@@ -181,8 +181,8 @@ class LLMPolicy:
             mixed precision: float32 weights, bfloat16 compute); None runs in the weights' dtype.
 
     Several policies can share one peft model (see ``adapters.py``): ``adapter`` names the LoRA
-    adapter this policy computes and trains with, and a policy made by ``base_view`` computes with
-    the adapters disabled (a KL reference at the cost of no copy).
+    adapter this policy computes and trains with, and a policy made by ``sibling(adapters_off=True)``
+    computes with the adapters disabled (a KL reference at the cost of no copy).
     """
 
     logprob_chunk_size: int | None = 512
@@ -396,7 +396,7 @@ class LLMPolicy:
         for _, parameter in adapter_parameters(self.model, name):
             parameter.requires_grad_(True)
 
-    def sibling(self, *, adapter: str | None = None, adapters_off: bool = False, backend: GenerationBackend | None = None,
+    def sibling(self, *, adapters_off: bool = False, backend: GenerationBackend | None = None,
                 value_head: bool = False, seed: int = 0) -> "LLMPolicy":
         """Another policy on this policy's model: ``adapters_off`` computes with the bare base
         (the KL reference of a LoRA learner), otherwise ``add_lora`` gives it its own adapter."""
@@ -404,7 +404,7 @@ class LLMPolicy:
             self.model, self.tokenizer, backend=backend, value_head=value_head, micro_batch_size=self.micro_batch_size,
             seed=seed, autocast_dtype=self.autocast_dtype,
         )
-        other.adapter, other.adapters_off = adapter, adapters_off
+        other.adapters_off = adapters_off
         return other
 
     def save(self, path: str | Path, *, merged: bool = False, max_shard_size: str = "5GB") -> None:
@@ -419,8 +419,7 @@ class LLMPolicy:
         if self.adapter is not None and not merged:
             self.model.save_pretrained(path, selected_adapters=[self.adapter])
         else:
-            base = self.model.get_base_model() if is_peft(self.model) else self.model
-            base.save_pretrained(path, state_dict=dict(merged_weights(self.model, self.adapter)), max_shard_size=max_shard_size)
+            save_merged(self.model, path, self.adapter, max_shard_size=max_shard_size)
         self.tokenizer.save_pretrained(path)
         if self.value_head is not None:
             torch.save(self.value_head.state_dict(), path / "value_head.pt")

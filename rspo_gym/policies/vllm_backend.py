@@ -61,11 +61,11 @@ import logging
 import tempfile
 from typing import Any, Literal, Sequence
 
-from rspo_gym.policies.adapters import merged_weights
+from rspo_gym.policies.adapters import merged_weights, save_merged
 from rspo_gym.policies.generation import GenerationConfig, GenerationOutput
 from rspo_gym.policies.hf_backend import eos_token_ids
 
-__all__ = ["VLLMBackend", "VLLMWorkerExtension", "merged_weights"]
+__all__ = ["VLLMBackend", "VLLMWorkerExtension"]
 
 logger = logging.getLogger(__name__)
 
@@ -308,8 +308,7 @@ class VLLMBackend:
 
     def _save_snapshot(self) -> None:
         """The model as a plain checkpoint (LoRA merged) for vLLM to load from disk."""
-        base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
-        base.save_pretrained(self._snapshot.name, state_dict=dict(merged_weights(self.model, self.adapter)), safe_serialization=True)
+        save_merged(self.model, self._snapshot.name, self.adapter, safe_serialization=True)
 
     def _set_logit_scale(self, scale: float) -> None:
         if scale == self._engine.logit_scale:

@@ -122,12 +122,14 @@ class TrainingBatch:
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
 
+    def _map(self, fn) -> "TrainingBatch":
+        """The batch with ``fn`` applied to every tensor (``prompt_length`` and a None ``allowed`` kept)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return TrainingBatch(**{k: (v if k == "prompt_length" or v is None else fn(v)) for k, v in values.items()})
+
     def index(self, rows: Sequence[int] | Any) -> "TrainingBatch":
         """A sub-batch (for micro-batches); keeps the padding widths."""
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
-        return TrainingBatch(
-            **{k: (v if k == "prompt_length" or v is None else v[rows]) for k, v in values.items()}
-        )
+        return self._map(lambda tensor: tensor[rows])
 
     def lengths(self) -> list[tuple[int, int]]:
         """Each row's real ``(prompt, response)`` token counts (what packing and trimming need)."""
@@ -161,10 +163,12 @@ class TrainingBatch:
 
     def to(self, device: Any) -> "TrainingBatch":
         """The batch with every tensor on ``device``."""
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
-        return TrainingBatch(
-            **{k: (v if k == "prompt_length" or v is None else v.to(device)) for k, v in values.items()}
-        )
+        return self._map(lambda tensor: tensor.to(device))
+
+
+def _longest_first(lengths: Sequence[tuple[int, int]]) -> list[int]:
+    """Row indices by decreasing real length (prompt + response), ties in row order."""
+    return sorted(range(len(lengths)), key=lambda i: -sum(lengths[i]))
 
 
 def pack_by_tokens(lengths: Sequence[tuple[int, int]], budget: int) -> list[list[int]]:
@@ -182,7 +186,7 @@ def pack_by_tokens(lengths: Sequence[tuple[int, int]], budget: int) -> list[list
     """
     groups: list[list[int]] = []
     prompt = response = 0
-    for i in sorted(range(len(lengths)), key=lambda i: -sum(lengths[i])):
+    for i in _longest_first(lengths):
         p, r = lengths[i]
         if groups and (len(groups[-1]) + 1) * (max(prompt, p) + max(response, r)) <= budget:
             groups[-1].append(i)
@@ -204,7 +208,7 @@ def micro_batches(lengths: Sequence[tuple[int, int]], max_rows: int, max_tokens:
     """
     if max_tokens is not None:
         return pack_by_tokens(lengths, max_tokens)
-    order = sorted(range(len(lengths)), key=lambda i: -sum(lengths[i]))
+    order = _longest_first(lengths)
     return [order[start:start + max_rows] for start in range(0, len(order), max_rows)]
 
 

@@ -205,7 +205,7 @@ def test_a_shared_engine_generates_each_backends_own_weights():
 def test_lora_models_sync_their_merged_weights():
     from peft import LoraConfig, get_peft_model
 
-    from rspo_gym.policies.vllm_backend import merged_weights
+    from rspo_gym.policies.adapters import merged_weights
 
     base, tokenizer = tiny_model(seed=4)
     model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"]))
