@@ -27,9 +27,13 @@ layers, a 32-token prompt, 32 new tokens). A step's time is ``(t(32 tokens) - t(
 out and rows that end early (the tiny tokenizer's end token) do not shorten the count. Whatever in
 a step grows with the vocabulary (the output projection, the softmax, the sampler) shows in the
 ratio, also given without the output projection, the model's own share. A sampler that draws its
-random numbers over the whole vocabulary on the host made it ~40x on one CPU thread.
+random numbers over the whole vocabulary on the host made it ~40x on one CPU thread. At the tiny
+width the projection alone (128 x 152k multiply-adds per row) costs ~12 whole 4k-vocabulary steps on
+a CPU, so ``--shape qwen2.5-0.5b`` (hidden 896) also times the two vocabularies at a real model's
+width, where the transformer's own layers weigh as they do in training.
 
     python benchmarks/rollout_speed.py --vocab-compare --threads 1
+    python benchmarks/rollout_speed.py --vocab-compare --threads 1 --shape qwen2.5-0.5b --layers 2
 
 Writes JSON (``--out``, default ``results/benchmarks/rollout_speed.json``, or ``sampler_vocab.json``
 beside it for ``--vocab-compare``) and prints a table.
@@ -119,12 +123,18 @@ COMPARED_VOCABS = (151_936, 4_096)
 COMPARE_ROWS, COMPARE_PROMPT_TOKENS, COMPARE_NEW_TOKENS = 64, 32, 32
 
 
-def _random_qwen2(vocab_size: int, end_id: int, device: torch.device) -> Qwen2ForCausalLM:
-    """The tiny model's shape (hidden 128, 2 layers) with random weights and ``vocab_size`` tokens."""
+def _random_qwen2(vocab_size: int, end_id: int, device: torch.device, shape: str | None, layers: int) -> Qwen2ForCausalLM:
+    """A random Qwen2 of ``vocab_size`` tokens: the tiny model's width (hidden 128) or a named
+    ``train_scale.SHAPES`` width, ``layers`` deep."""
     torch.manual_seed(0)
+    width = {"hidden_size": 128, "intermediate_size": 384, "num_attention_heads": 4, "num_key_value_heads": 2, "tie_word_embeddings": True}
+    if shape is not None:
+        from train_scale import SHAPES
+
+        named = SHAPES[shape]
+        width = {key: getattr(named, key) for key in width}
     config = Qwen2Config(
-        vocab_size=vocab_size, hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=4096, tie_word_embeddings=True, eos_token_id=end_id, pad_token_id=0,
+        vocab_size=vocab_size, num_hidden_layers=layers, max_position_embeddings=4096, eos_token_id=end_id, pad_token_id=0, **width,
     )
     model = Qwen2ForCausalLM(config).to(device).eval()
     model.generation_config.eos_token_id = end_id
@@ -173,14 +183,14 @@ def step_ms(model, tokenizer, prompts: list[list[int]], new_tokens: int, repeats
     }
 
 
-def vocab_compare(device: torch.device) -> dict:
+def vocab_compare(device: torch.device, shape: str | None = None, layers: int = 2) -> dict:
     """``step_ms`` for each of ``COMPARED_VOCABS`` on the same prompts, and the first's over the last's."""
     _, tokenizer = load_model("tiny", device="cpu")
     generator = torch.Generator().manual_seed(0)
     prompts = torch.randint(4, min(COMPARED_VOCABS), (COMPARE_ROWS, COMPARE_PROMPT_TOKENS), generator=generator).tolist()
     rows = []
     for vocab in COMPARED_VOCABS:
-        row = step_ms(_random_qwen2(vocab, tokenizer.eos_token_id, device), tokenizer, prompts, COMPARE_NEW_TOKENS)
+        row = step_ms(_random_qwen2(vocab, tokenizer.eos_token_id, device, shape, layers), tokenizer, prompts, COMPARE_NEW_TOKENS)
         rows.append(row)
         print(
             f"vocab {vocab:7d}: {row['ms_per_token_step']:8.2f} ms per token step ({row['token_steps']} steps, {COMPARE_ROWS} rows), "
@@ -192,7 +202,7 @@ def vocab_compare(device: torch.device) -> dict:
     rest = (big["ms_per_token_step"] - big["projection_ms"]) / (small["ms_per_token_step"] - small["projection_ms"])
     print(f"ratio {COMPARED_VOCABS[0]} / {COMPARED_VOCABS[-1]}: {ratio:.2f}x per token step, {rest:.2f}x without the output projection")
     return {
-        "device": str(device), "rows": COMPARE_ROWS, "prompt_tokens": COMPARE_PROMPT_TOKENS, "results": rows,
+        "device": str(device), "shape": shape or "tiny", "layers": layers, "rows": COMPARE_ROWS, "prompt_tokens": COMPARE_PROMPT_TOKENS, "results": rows,
         "ratio": ratio, "ratio_without_projection": rest,
     }
 
@@ -222,13 +232,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--vocab-compare", action="store_true", help="only time a token step at 152k vs 4k vocabulary")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="device of --vocab-compare")
+    parser.add_argument("--shape", default=None, help="--vocab-compare at a train_scale.py width (e.g. qwen2.5-0.5b) instead of the tiny model's")
+    parser.add_argument("--layers", type=int, default=2, help="depth of --vocab-compare's models")
     parser.add_argument("--out", type=Path, default=Path("results/benchmarks/rollout_speed.json"))
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.vocab_compare:
         out = args.out.with_name("sampler_vocab.json") if args.out == parser.get_default("out") else args.out
-        write_json(out, {"threads": torch.get_num_threads(), **vocab_compare(torch.device(args.device))})
+        write_json(out, {"threads": torch.get_num_threads(), **vocab_compare(torch.device(args.device), args.shape, args.layers)})
         return 0
     print(f"{'model':14s} {'gen':5s} {'mode':11s} {'batch':>5s} {'batched':>10s} {'steps/s':>9s} {'tok/s':>9s}   {'one-by-one':>10s} {'time':>7s} {'tok/s':>7s}")
     results = []

@@ -5,7 +5,8 @@
 - ``ActionTrie``: the prefix trie of token-id sequences used for constraining.
 - ``allowed_token_ids``: the ids allowed at each position of a constrained reply, the same lists
   ``HFBackend`` records, so a trainer can rebuild the mask of any reply.
-- ``sample``: exact sampling of one id per row on the probabilities' own device.
+- ``sample``: exact sampling of one id per row on the probabilities' own device; ``draw``: one
+  token step (sampled ids and their log-probs) with the least work over the vocabulary.
 
 Why our own loop rather than ``model.generate``: the log-probs we return must be the ones a
 trainer recomputes by teacher forcing (tempered softmax before top-p, see ``generation.py``), the
@@ -32,7 +33,7 @@ import torch
 
 from rspo_gym.policies.generation import GenerationConfig, GenerationOutput
 
-__all__ = ["HFBackend", "ActionTrie", "allowed_token_ids", "sample", "position_ids", "eos_token_ids"]
+__all__ = ["HFBackend", "ActionTrie", "allowed_token_ids", "sample", "draw", "position_ids", "eos_token_ids"]
 
 
 def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -117,6 +118,19 @@ def _race(weights: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     return (weights / race).argmax(dim=-1)
 
 
+def _block_race(weights: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """``sample``'s draw and each row's total weight, the sum of the block masses it raced over."""
+    rows, vocab = weights.shape
+    width = math.isqrt(vocab - 1) + 1
+    whole = vocab - vocab % width
+    # float32 sums are tree-reduced: as accurate as the float32 weights themselves
+    mass = torch.cat([weights[:, :whole].reshape(rows, -1, width).sum(dim=-1), weights[:, whole:].sum(dim=-1, keepdim=True)], dim=1)
+    ids = _race(mass, generator)[:, None] * width + torch.arange(width, device=weights.device)  # the block's ids
+    inside = ids < vocab  # the last block may be short (and the extra, empty one has mass 0)
+    block = weights.gather(1, ids.clamp(max=vocab - 1)) * inside
+    return ids.gather(1, _race(block, generator)[:, None]).squeeze(1), mass.sum(dim=-1)
+
+
 def sample(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """One id per row of ``(rows, V)`` non-negative ``probs`` (need not sum to 1), drawn exactly.
 
@@ -128,24 +142,51 @@ def sample(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     Everything stays on ``probs``'s device, drawn from ``generator`` (on that device too), so a
     seed reproduces the samples on the same device.
     """
-    rows, vocab = probs.shape
-    width = math.isqrt(vocab - 1) + 1
-    whole = vocab - vocab % width
-    # float32 sums are tree-reduced: as accurate as the float32 probabilities themselves
-    mass = torch.cat([probs[:, :whole].reshape(rows, -1, width).sum(dim=-1), probs[:, whole:].sum(dim=-1, keepdim=True)], dim=1)
-    ids = _race(mass, generator)[:, None] * width + torch.arange(width, device=probs.device)  # the block's ids
-    inside = ids < vocab  # the last block may be short (and the extra, empty one has mass 0)
-    weights = probs.gather(1, ids.clamp(max=vocab - 1)) * inside
-    return ids.gather(1, _race(weights, generator)[:, None]).squeeze(1)
+    return _block_race(probs, generator)[0]
 
 
-def _allowed_mask(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """0 at each row's allowed ids (``(rows, K)``, ``-1``-padded, at least one per row), -inf elsewhere.
+def draw(
+    logits: torch.Tensor,
+    config: GenerationConfig,
+    allowed: torch.Tensor | None,
+    generator: torch.Generator,
+    scratch: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One token step: the next id of each row of ``(rows, V)`` raw ``logits`` and its log-prob.
 
-    One scatter from the padded ids already on the device: no per-row indexing (each a transfer).
+    The log-prob is the trainer's (``llm.restricted_logprobs``: the tempered softmax, renormalised
+    over ``allowed`` (``(rows, K)`` ids, ``-1``-padded) when given; top-p only truncates what is
+    drawn). Work over the whole vocabulary is what a step's cost grows with, so each path keeps it
+    to the minimum: under constraints none (the K allowed logits are gathered and raced over);
+    unconstrained at ``top_p = 1``, one max, one ``exp`` and one block sum, whose total is also the
+    softmax's normaliser, so the log-prob needs no second softmax. That path writes its weights
+    into ``scratch`` (a float32 tensor of ``logits``'s shape) when given: a loop that reuses one
+    spares a vocabulary-sized allocation per step, which on a CPU costs more than the ``exp``
+    (fresh pages fault in on first touch: ~17 ms for 64 x 152k).
     """
-    ids = torch.where(allowed < 0, allowed[:, :1], allowed)  # a pad repeats an allowed id
-    return torch.full_like(logits, float("-inf")).scatter_(1, ids, 0.0)
+    from rspo_gym.policies.llm import _allowed_logits, _tempered, restricted_logprobs  # llm.py imports this module
+
+    temperature = config.temperature
+    if allowed is not None:
+        choices = _allowed_logits(_tempered(logits, temperature), allowed)[0]  # (rows, K), padding -inf
+        if temperature > 0:
+            probs = torch.softmax(choices, dim=-1)
+            picked = _race(_nucleus(probs, config.top_p) if config.top_p < 1.0 else probs, generator)
+        else:
+            picked = choices.argmax(dim=-1)
+        tokens = allowed.gather(1, picked[:, None]).squeeze(1)
+        return tokens, restricted_logprobs(logits, tokens, allowed, temperature)
+    scaled = _tempered(logits, temperature)
+    if temperature == 0:
+        tokens = scaled.argmax(dim=-1)
+    elif config.top_p < 1.0:
+        tokens = sample(_nucleus(torch.softmax(scaled, dim=-1), config.top_p), generator)
+    else:
+        top = scaled.amax(dim=-1, keepdim=True)
+        weights = torch.sub(scaled, top, out=scratch).exp_() if scratch is not None else (scaled - top).exp_()
+        tokens, total = _block_race(weights, generator)
+        return tokens, weights.gather(1, tokens[:, None]).squeeze(1).log() - total.log()
+    return tokens, restricted_logprobs(logits, tokens, None, temperature)
 
 
 def _to_host(tokens: torch.Tensor, logprobs: torch.Tensor) -> tuple[list[int], list[float]]:
@@ -257,8 +298,6 @@ class HFBackend:
         return GenerationOutput(texts, response_ids, logprobs, allowed_ids)
 
     def _generate(self, prompt_ids, config, allowed, generator) -> GenerationOutput:
-        from rspo_gym.policies.llm import _tempered, restricted_logprobs  # here: llm.py imports this module
-
         model = self.model
         was_training = model.training
         model.eval()
@@ -287,23 +326,16 @@ class HFBackend:
             input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1
         )
         last_pos = positions[:, -1]
+        scratch = None  # draw's weights, one buffer for every step
         for _ in range(max_new_tokens):
-            raw = out.logits[:, -1, :]
-            logits = _tempered(raw, config.temperature)
-            sample_logits, choices, allowed_now = logits, None, None
+            choices, allowed_now = None, None
             if nodes is not None:  # a finished row may take anything (the end token): it is discarded
                 choices = [ActionTrie.choices(node) if node else [self.eos_ids[0]] for node in nodes]
                 allowed_now = _padded(choices).to(device)
-                sample_logits = logits + _allowed_mask(logits, allowed_now)
-            if config.temperature > 0:
-                probs = torch.softmax(sample_logits, dim=-1)
-                if config.top_p < 1.0:
-                    probs = _nucleus(probs, config.top_p)
-                next_tokens = sample(probs, generator)
-            else:
-                next_tokens = sample_logits.argmax(dim=-1)
-            # by the trainer's own function: the restricted distribution under constraints (module docstring)
-            chosen = restricted_logprobs(raw, next_tokens, allowed_now, config.temperature)
+            logits = out.logits[:, -1, :]
+            if scratch is None:
+                scratch = torch.empty(logits.shape, dtype=torch.float32, device=device)
+            next_tokens, chosen = draw(logits, config, allowed_now, generator, scratch)
             step_tokens, step_logps = _to_host(next_tokens, chosen)
             for b in active:
                 tokens[b].append(step_tokens[b])

@@ -68,9 +68,9 @@ def _entropy(logits: torch.Tensor) -> torch.Tensor:
 
 
 def _tempered(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """``logits / temperature`` in float32; temperature 0 (greedy) keeps the raw logits."""
+    """``logits / temperature`` in float32; temperature 0 (greedy) and 1 keep the raw logits (no copy)."""
     logits = logits.float()
-    return logits / temperature if temperature > 0 else logits
+    return logits / temperature if temperature > 0 and temperature != 1 else logits
 
 
 def _allowed_logits(scaled: torch.Tensor, allowed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -99,6 +99,23 @@ def test_top_p_draws_only_the_nucleus_renormalised_and_records_untruncated_logpr
     assert torch.allclose(logprobs, probs.log()[tokens], atol=1e-5)
 
 
+def test_constrained_draws_follow_the_restricted_distribution_and_record_its_logprobs():
+    backend, logits = _fixed()
+    allowed = ["c", "h", "k", "q"]
+    ids = torch.tensor([ord(a) - ord("a") for a in allowed])
+    tokens, logprobs = _draws_constrained(backend, 4000, GenerationConfig(max_new_tokens=1, temperature=0.7, seed=4), allowed)
+    restricted = torch.zeros_like(logits)
+    restricted[ids] = torch.softmax(logits[ids] / 0.7, dim=-1)
+    assert set(tokens.tolist()) == set(ids.tolist())
+    _assert_frequencies(tokens, restricted)
+    assert torch.allclose(logprobs, restricted.log()[tokens], atol=1e-5)
+
+
+def _draws_constrained(backend: HFBackend, rows: int, config: GenerationConfig, allowed: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    out = backend.generate([[0]] * rows, config, [allowed] * rows)
+    return torch.tensor([ids[0] for ids in out.response_ids]), torch.tensor([lp[0] for lp in out.logprobs])
+
+
 def test_sample_never_draws_a_zero_probability_id():
     """Zeros in every block layout: whole blocks, the short last block, single ids (vocabulary 37)."""
     probs = torch.rand(2000, 37, generator=torch.Generator().manual_seed(0))
