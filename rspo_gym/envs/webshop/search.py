@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import bm25s
@@ -178,10 +179,37 @@ def _norm_bytes(lengths: np.ndarray) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True)
+class _ClauseInputs:
+    """What Lucene's ``BM25Scorer`` computes a clause score from, kept so that a query term
+    repeated ``c`` times (Anserini: one clause of boost ``c``) is scored exactly:
+    ``w - w / (1 + tf * norm_inverse[norm byte])`` with ``w = c * idf``, in float32.
+    (``c`` times the boost-1 score can be one float32 step off that.)"""
+
+    idf: np.ndarray  #: per term, float32
+    tf: np.ndarray  #: per posting (the score matrix's order), unsigned int
+    norm_bytes: np.ndarray  #: per document, uint8 (:func:`int_to_byte4` of its length)
+    norm_inverse: np.ndarray  #: per norm byte, float32: ``1 / (k1 (1 - b + b dl / avgdl))``
+
+    FIELDS = ("idf", "tf", "norm_bytes", "norm_inverse")
+
+    def boosted(self, term: int, boost: int, start: int, end: int, rows: np.ndarray) -> np.ndarray:
+        """Clause scores of ``term`` at boost ``boost`` for postings ``start:end`` (docs ``rows``)."""
+        return _bm25_clause(np.float32(boost) * self.idf[term], self.tf[start:end],
+                            self.norm_inverse[self.norm_bytes[rows]])
+
+
+def _bm25_clause(weight: np.ndarray, tf: np.ndarray, norm_inverse: np.ndarray) -> np.ndarray:
+    """Lucene 8's ``BM25Scorer.score``: ``weight - weight / (1 + freq * normInverse)``, float32."""
+    freq_norm = np.asarray(tf).astype(np.float32) * norm_inverse
+    return weight - weight / (np.float32(1) + freq_norm)
+
+
 def _lucene_bm25_postings(
     term_ids: np.ndarray, doc_lengths: np.ndarray, num_terms: int, k1: float, b: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Lucene 8 BM25 score of every (term, document) pair, as a CSC matrix (data, indices, indptr).
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, _ClauseInputs]:
+    """Lucene 8 BM25 score of every (term, document) pair, as a CSC matrix (data, indices, indptr),
+    and the inputs it was computed from.
 
     ``term_ids`` are the documents' analyzed terms, concatenated in document order;
     ``doc_lengths[d]`` is document ``d``'s number of terms. Columns are terms, rows documents.
@@ -199,14 +227,17 @@ def _lucene_bm25_postings(
 
     doc_count = int(np.count_nonzero(doc_lengths))  # documents that have the field
     avgdl = np.float32(len(term_ids) / doc_count)
-    idf = np.log(1 + (doc_count - df + 0.5) / (df + 0.5)).astype(np.float32)
     k1_, b_ = np.float32(k1), np.float32(b)
     with np.errstate(divide="ignore"):  # k1 = 0: the norm is infinite and tf saturates at once
         norm_inverse = np.float32(1) / (k1_ * ((np.float32(1) - b_) + b_ * _LENGTH_TABLE / avgdl))
-        weight = idf[terms]
-        freq_norm = tf.astype(np.float32) * norm_inverse[_norm_bytes(doc_lengths)[rows]]
-        data = weight - weight / (np.float32(1) + freq_norm)
-    return data.astype(np.float32), rows, indptr
+    inputs = _ClauseInputs(
+        idf=np.log(1 + (doc_count - df + 0.5) / (df + 0.5)).astype(np.float32),
+        tf=tf.astype(np.min_scalar_type(int(tf.max()))),
+        norm_bytes=_norm_bytes(doc_lengths),
+        norm_inverse=norm_inverse.astype(np.float32),
+    )
+    data = _bm25_clause(inputs.idf[terms], inputs.tf, norm_inverse[inputs.norm_bytes[rows]])
+    return data.astype(np.float32), rows, indptr, inputs
 
 
 # --------------------------------------------------------------------------- the index
@@ -220,10 +251,17 @@ class SearchIndex:
     """
 
     def __init__(
-        self, model: bm25s.BM25, num_docs: int, k1: float, b: float, tie_rank: np.ndarray | None
+        self,
+        model: bm25s.BM25,
+        num_docs: int,
+        k1: float,
+        b: float,
+        tie_rank: np.ndarray | None,
+        inputs: _ClauseInputs,
     ) -> None:
         """Internal; use :meth:`build` or :meth:`load`."""
         self._model = model
+        self._inputs = inputs
         self._num_docs = num_docs
         self.k1 = k1
         self.b = b
@@ -267,17 +305,19 @@ class SearchIndex:
         tie_rank = None if doc_ids is None else _tie_rank(doc_ids, len(lengths))
         model = bm25s.BM25(k1=k1, b=b, method="lucene")
         if term_ids:
-            data, indices, indptr = _lucene_bm25_postings(
+            data, indices, indptr, inputs = _lucene_bm25_postings(
                 np.asarray(term_ids, dtype=np.int64), np.asarray(lengths, dtype=np.int64),
                 len(vocab), k1, b)
         else:  # nothing but stop words: no term matches anything
             data, indices = np.zeros(0, np.float32), np.zeros(0, np.int32)
             indptr = np.zeros(1, np.int64)
+            inputs = _ClauseInputs(np.zeros(0, np.float32), np.zeros(0, np.uint8),
+                                   np.zeros(len(lengths), np.uint8), np.zeros(256, np.float32))
         model.scores = {"data": data, "indices": indices, "indptr": indptr,
                         "num_docs": len(lengths)}
         model.vocab_dict = vocab
         model.unique_token_ids_set = set(vocab.values())
-        index = cls(model, len(lengths), k1, b, tie_rank)
+        index = cls(model, len(lengths), k1, b, tie_rank, inputs)
         index._analyze = analyze  # reuse the warm memo
         return index
 
@@ -307,8 +347,11 @@ class SearchIndex:
         parts_idx, parts_w = [], []
         for term, count in zip(uniq.tolist(), counts.tolist()):
             start, end = int(indptr[term]), int(indptr[term + 1])
-            parts_idx.append(indices[start:end])
-            parts_w.append(np.asarray(data[start:end], dtype=np.float64) * count)
+            rows = indices[start:end]
+            parts_idx.append(rows)
+            clause = data[start:end] if count == 1 else self._inputs.boosted(
+                term, count, start, end, rows)
+            parts_w.append(np.asarray(clause, dtype=np.float64))
         # float32 clause scores add up exactly in float64; Lucene rounds the sum to float32 too.
         total = np.bincount(
             np.concatenate(parts_idx), weights=np.concatenate(parts_w), minlength=self._num_docs
@@ -352,6 +395,8 @@ class SearchIndex:
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         self._model.save(str(path), show_progress=False)
+        for name in _ClauseInputs.FIELDS:
+            np.save(path / f"lucene_{name}.npy", np.asarray(getattr(self._inputs, name)))
         tie_file = path / _TIE_RANK_FILE
         if self._tie_rank is not None:
             np.save(tie_file, np.asarray(self._tie_rank))
@@ -406,7 +451,12 @@ class SearchIndex:
             tie_rank = np.load(path / _TIE_RANK_FILE, mmap_mode="r" if mmap else None)
             if len(tie_rank) != num_docs:
                 raise ValueError(f"index at {path} is inconsistent: {_TIE_RANK_FILE} length")
-        return cls(model, num_docs, float(meta["k1"]), float(meta["b"]), tie_rank)
+        inputs = _ClauseInputs(**{
+            name: np.load(path / f"lucene_{name}.npy", mmap_mode="r" if mmap else None)
+            for name in _ClauseInputs.FIELDS})
+        if len(inputs.norm_bytes) != num_docs or len(inputs.tf) != len(model.scores["data"]):
+            raise ValueError(f"index at {path} is inconsistent: lucene_*.npy lengths")
+        return cls(model, num_docs, float(meta["k1"]), float(meta["b"]), tie_rank, inputs)
 
 
 def _reported_scores(ranked: np.ndarray) -> np.ndarray:
