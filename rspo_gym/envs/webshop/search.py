@@ -18,8 +18,8 @@ English analyzer, ties broken by document id. :class:`SearchIndex` ranks exactly
 
 ``bm25s`` holds the index: its sparse (term x document) score matrix, its vocabulary, and its
 save / memory-mapped load. Its own scoring cannot express Lucene's byte-encoded length norms (it
-uses exact lengths and keeps ``(k1 + 1)`` in the numerator), so the matrix entries are computed
-here; ``bm25s``' own ``get_scores`` on such a model gives the same per-term scores summed.
+scores with exact lengths, in its own float order), so the matrix entries are computed here;
+``bm25s``' own ``get_scores`` on such a model sums the same per-term scores.
 
 Hidden search prefixes: see :func:`hidden_search_prefix`.
 """
@@ -132,7 +132,7 @@ def int_to_byte4(length: int) -> int:
     (a tiny float: 3 mantissa bits, the top one implicit, and a shift), rounding down.
 
     >>> [int_to_byte4(n) for n in (0, 23, 24, 39, 40, 41, 100, 2**31 - 1)]
-    [0, 23, 24, 39, 40, 40, 60, 255]
+    [0, 23, 24, 39, 40, 40, 57, 255]
     """
     if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 0:
         raise ValueError(f"length must be an int >= 0, got {length!r}")
@@ -151,7 +151,7 @@ def byte4_to_int(code: int) -> int:
     """The length Lucene scores with for norm byte ``code`` (``SmallFloat.byte4ToInt``).
 
     >>> [byte4_to_int(int_to_byte4(n)) for n in (23, 40, 41, 47, 48, 100)]
-    [23, 40, 40, 40, 48, 88]
+    [23, 40, 40, 46, 48, 96]
     """
     if isinstance(code, bool) or not isinstance(code, (int, np.integer)) or not 0 <= code <= 255:
         raise ValueError(f"code must be an int in [0, 255], got {code!r}")
@@ -317,6 +317,7 @@ class SearchIndex:
                         "num_docs": len(lengths)}
         model.vocab_dict = vocab
         model.unique_token_ids_set = set(vocab.values())
+        model.nonoccurrence_array = None  # bm25s' BM25L/BM25+ only; save() expects the attribute
         index = cls(model, len(lengths), k1, b, tie_rank, inputs)
         index._analyze = analyze  # reuse the warm memo
         return index
