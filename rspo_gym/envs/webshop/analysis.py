@@ -50,8 +50,9 @@ _LETTER = r"[^\W\d_]"
 #: digits and ExtendNumLet ``_`` never break between each other: WB5, WB8-WB10, WB13a/b), joined by
 #: MidLetter ``:``, MidNumLet ``.`` or Single_Quote ``'`` between letters (WB6/7) and by MidNum
 #: ``,`` ``;``, MidNumLet ``.`` or Single_Quote ``'`` between digits (WB11/12).
+#: Possessive quantifiers only skip backtracking that can never succeed (no ``\w`` is a joiner).
 _TOKEN_RE = re.compile(
-    rf"\w+(?:(?:(?<={_LETTER})[:.'\u2019](?={_LETTER})|(?<=\d)[,;.'\u2019](?=\d))\w+)*"
+    rf"\w++(?:(?:(?<={_LETTER})[:.'\u2019](?={_LETTER})|(?<=\d)[,;.'\u2019](?=\d))\w++)*+"
 )
 _POSSESSIVE_ENDINGS = ("'s", "\u2019s")
 
@@ -244,31 +245,40 @@ class LuceneEnglishAnalyzer:
         self._terms: dict[str, str | None] = dict.fromkeys(STOP_WORDS)
 
     def __call__(self, text: str) -> list[str]:
-        if text.isascii():
-            tokens = _TOKEN_RE.findall(text.lower())
-            terms = self._terms
-            try:
-                return [t for t in map(terms.__getitem__, tokens) if t is not None]
-            except KeyError:
-                pass
-        return self._analyze_slow(text)
-
-    def _analyze_slow(self, text: str) -> list[str]:
-        """Tokens not all memoized yet, non-ASCII text, or over-long tokens."""
+        if not text.isascii():
+            return self._analyze_unicode(text)
+        tokens = _TOKEN_RE.findall(text.lower())
         terms = self._terms
-        if len(terms) > self.max_memo:
-            terms.clear()
-            terms.update(dict.fromkeys(STOP_WORDS))
+        try:
+            return [t for t in map(terms.__getitem__, tokens) if t is not None]
+        except KeyError:
+            pass
+        missing = {t for t in tokens if t not in terms}
+        if any(len(t) > MAX_TOKEN_LENGTH for t in missing):
+            return self._analyze_unicode(text)  # cut into pieces there; never memoized
+        self._bound_memo()
+        for token in missing:  # a run of "_" alone is no token, so it has no term
+            terms[token] = self.term(token) if token.strip("_") else None
+        return [t for t in map(terms.__getitem__, tokens) if t is not None]
+
+    def _analyze_unicode(self, text: str) -> list[str]:
+        """Non-ASCII text (lower-cased token by token, as Lucene), or over-long tokens."""
+        self._bound_memo()
+        terms = self._terms
         out = []
         for token in tokenize(text):
             lowered = token.lower()
             term = terms.get(lowered, "")
             if term == "":
-                term = self.term(token)
-                terms[lowered] = term
+                term = terms[lowered] = self.term(token)
             if term is not None:
                 out.append(term)
         return out
+
+    def _bound_memo(self) -> None:
+        if len(self._terms) > self.max_memo:
+            self._terms.clear()
+            self._terms.update(dict.fromkeys(STOP_WORDS))
 
     @staticmethod
     def term(token: str) -> str | None:

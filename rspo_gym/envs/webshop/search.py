@@ -166,17 +166,18 @@ def byte4_to_int(code: int) -> int:
 
 #: ``byte4_to_int`` of every byte: the decoded lengths Lucene's ``BM25Similarity`` caches.
 _LENGTH_TABLE = np.array([byte4_to_int(c) for c in range(256)], dtype=np.float32)
-#: ``int_to_byte4`` of every length up to this bound, vectorized by lookup (longer: computed).
-_BYTE4_LOOKUP_MAX = 1 << 16
-_BYTE4_LOOKUP = np.array([int_to_byte4(n) for n in range(_BYTE4_LOOKUP_MAX)], dtype=np.uint8)
 
 
 def _norm_bytes(lengths: np.ndarray) -> np.ndarray:
-    out = np.empty(len(lengths), dtype=np.uint8)
-    small = lengths < _BYTE4_LOOKUP_MAX
-    out[small] = _BYTE4_LOOKUP[lengths[small]]
-    out[~small] = [int_to_byte4(int(n)) for n in lengths[~small]]
-    return out
+    """:func:`int_to_byte4` of every length, vectorized (uint8)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    out = lengths.copy()  # below 24 + 8 the byte is the length itself
+    rest = lengths - _NUM_FREE_VALUES
+    normal = rest >= 8
+    r = rest[normal]
+    shift = np.frexp(r.astype(np.float64))[1].astype(np.int64) - 4  # bit length - 4, exact
+    out[normal] = _NUM_FREE_VALUES + (((r >> shift) & 0x07) | ((shift + 1) << 3))
+    return out.astype(np.uint8)
 
 
 @dataclass(frozen=True)
@@ -292,14 +293,20 @@ class SearchIndex:
             raise TypeError("docs must be a sequence of strings, not a single string")
         analyze = LuceneEnglishAnalyzer()
         vocab: dict[str, int] = {}
+        term_id = vocab.__getitem__
         term_ids: list[int] = []
         lengths: list[int] = []
         for i, doc in enumerate(docs):  # analyzed as they arrive, so a lazy producer overlaps
             if not isinstance(doc, str):
                 raise TypeError(f"docs[{i}] must be a str, got {type(doc).__name__}")
             terms = analyze(doc)
-            term_ids.extend([vocab.setdefault(t, len(vocab)) for t in terms])
             lengths.append(len(terms))
+            start = len(term_ids)
+            try:
+                term_ids.extend(map(term_id, terms))  # known terms: no Python-level loop
+            except KeyError:
+                del term_ids[start:]
+                term_ids.extend([vocab.setdefault(t, len(vocab)) for t in terms])
         if not lengths:
             raise ValueError("docs must contain at least one document")
         tie_rank = None if doc_ids is None else _tie_rank(doc_ids, len(lengths))
@@ -367,13 +374,18 @@ class SearchIndex:
         the query are returned, so empty, stop-word-only or out-of-vocabulary queries give
         ``[]``. Never raises for a ``str`` query.
         """
-        return self.search_scored(query, k)[0]
+        return self._top(query, k)[0].tolist()
 
     def search_scored(self, query: str, k: int = SEARCH_RETURN_N) -> tuple[list[int], np.ndarray]:
         """:meth:`search`'s indices and the float32 scores Anserini reports for them (its
         ``ScoreTiesAdjusterReranker``, which keeps the order): each score rounded to 4 decimals,
         and one within 1e-4 of the previous reported score lowered by 1e-6 per earlier member of
         its run."""
+        hits, scores = self._top(query, k)
+        return hits.tolist(), _reported_scores(scores)
+
+    def _top(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The top ``k`` matching documents, best first, and their scores."""
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
             raise TypeError(f"k must be an int, got {type(k).__name__}")
         if k <= 0:
@@ -381,7 +393,7 @@ class SearchIndex:
         scores = self.scores(query)
         hits = np.flatnonzero(scores > 0)
         if hits.size == 0:
-            return [], np.zeros(0, dtype=np.float32)
+            return hits, scores[hits]
         hit_scores = scores[hits]
         if hits.size > k:
             threshold = np.partition(hit_scores, hits.size - k)[hits.size - k]
@@ -389,7 +401,7 @@ class SearchIndex:
             hits, hit_scores = hits[keep], hit_scores[keep]
         ties = hits if self._tie_rank is None else np.asarray(self._tie_rank[hits])
         order = np.lexsort((ties, -hit_scores))[:k]
-        return hits[order].tolist(), _reported_scores(hit_scores[order])
+        return hits[order], hit_scores[order]
 
     def save(self, path: str | Path) -> None:
         """Write the index into directory ``path`` (created if needed; files there are replaced)."""

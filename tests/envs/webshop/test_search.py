@@ -11,6 +11,7 @@ from rspo_gym.envs.webshop.model import Product
 from rspo_gym.envs.webshop.search import (
     DEFAULT_INDEX_CACHE,
     HIDDEN_SEARCH_PREFIXES,
+    _norm_bytes,
     IndexCache,
     SearchIndex,
     byte4_to_int,
@@ -314,6 +315,8 @@ def test_length_norm_byte_encoding_exact_values():
     assert decoded == sorted(set(decoded))  # strictly increasing
     assert all(int_to_byte4(d) == c for c, d in enumerate(decoded))
     assert all(byte4_to_int(int_to_byte4(n)) <= n for n in range(5000))
+    lengths = [*range(5000), 2**20 + 12345, 2**31 - 1]
+    assert _norm_bytes(np.array(lengths)).tolist() == [int_to_byte4(n) for n in lengths]
     for bad in (-1, 1.5, True, None):
         with pytest.raises(ValueError, match="length"):
             int_to_byte4(bad)
