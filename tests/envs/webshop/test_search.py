@@ -407,3 +407,19 @@ def test_reported_scores_follow_anserini():
     top = np.float32(round(float(raw[1]), 4))
     assert reported[1:].tolist() == [top, top - np.float32(1e-6), top - np.float32(2e-6)]
     assert idx.search_scored("nothing") == ([], pytest.approx(np.zeros(0)))
+
+
+def test_top_k_equals_a_full_sort():
+    """The sampled candidate bound never drops a document of the top k (ties at the cut too)."""
+    rng = np.random.default_rng(5)
+    words = [f"w{i}" for i in range(40)]
+    docs = [" ".join(rng.choice(words, size=rng.integers(1, 30))) for _ in range(3000)]
+    ids = [f"id{j:05d}" for j in rng.permutation(len(docs))]
+    idx = SearchIndex.build(docs, doc_ids=ids)
+    for q in range(30):
+        query = " ".join(rng.choice(words, size=rng.integers(1, 6)))
+        scores = idx.scores(query)
+        hits = np.flatnonzero(scores)
+        full = sorted(hits.tolist(), key=lambda i: (-scores[i], ids[i]))
+        for k in (1, 10, 50, 400):
+            assert idx.search(query, k) == full[:k], (query, k)
