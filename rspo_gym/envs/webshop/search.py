@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import threading
+from array import array
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -218,10 +219,17 @@ def _lucene_bm25_postings(
     so each entry equals the score Lucene gives one query term of boost 1 in that document.
     """
     num_docs = len(doc_lengths)
-    docs = np.repeat(np.arange(num_docs, dtype=np.int64), doc_lengths)
-    pairs, tf = np.unique(term_ids.astype(np.int64) * num_docs + docs, return_counts=True)
-    terms = pairs // num_docs  # sorted by term, then document: CSC order
+    # (term, doc) pairs as term * num_docs + doc, sorted in place: CSC order, few temporaries
+    pairs = term_ids.astype(np.int64)
+    pairs *= num_docs
+    pairs += np.repeat(np.arange(num_docs, dtype=np.int64), doc_lengths)
+    pairs.sort()
+    starts = np.flatnonzero(np.concatenate(([True], pairs[1:] != pairs[:-1])))
+    tf = np.diff(np.append(starts, len(pairs)))
+    pairs = pairs[starts]
+    terms = pairs // num_docs
     rows = (pairs - terms * num_docs).astype(np.int32)
+    del pairs
     df = np.bincount(terms, minlength=num_terms)
     indptr = np.zeros(num_terms + 1, dtype=np.int64)
     np.cumsum(df, out=indptr[1:])
@@ -294,8 +302,8 @@ class SearchIndex:
         analyze = LuceneEnglishAnalyzer()
         vocab: dict[str, int] = {}
         term_id = vocab.__getitem__
-        term_ids: list[int] = []
-        lengths: list[int] = []
+        term_ids = array("i")  # compact: a list would hold one int object per token
+        lengths = array("i")
         for i, doc in enumerate(docs):  # analyzed as they arrive, so a lazy producer overlaps
             if not isinstance(doc, str):
                 raise TypeError(f"docs[{i}] must be a str, got {type(doc).__name__}")
@@ -313,8 +321,8 @@ class SearchIndex:
         model = bm25s.BM25(k1=k1, b=b, method="lucene")
         if term_ids:
             data, indices, indptr, inputs = _lucene_bm25_postings(
-                np.asarray(term_ids, dtype=np.int64), np.asarray(lengths, dtype=np.int64),
-                len(vocab), k1, b)
+                np.frombuffer(term_ids, dtype=np.intc),
+                np.frombuffer(lengths, dtype=np.intc).astype(np.int64), len(vocab), k1, b)
         else:  # nothing but stop words: no term matches anything
             data, indices = np.zeros(0, np.float32), np.zeros(0, np.int32)
             indptr = np.zeros(1, np.int64)
