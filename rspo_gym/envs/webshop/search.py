@@ -257,6 +257,13 @@ class SearchIndex:
     Build with :meth:`build`, persist with :meth:`save` / :meth:`load`. Read-only after building,
     so one instance can be shared by every env of a process (see :class:`IndexCache`); searching
     is thread-safe apart from the analyzer's memo, whose races only cost recomputation.
+
+    >>> index = SearchIndex.build(["red shoe", "blue shoe", "red hat", "shoe rack"],
+    ...                           doc_ids=["B2", "B3", "B1", "B4"])
+    >>> index.search("red shoes")  # docs 0 and 2 tie on "red"; doc 0 has "shoe" too
+    [0, 2, 1, 3]
+    >>> index.search("red")  # equal scores: ascending id, B1 before B2
+    [2, 0]
     """
 
     def __init__(
@@ -277,7 +284,7 @@ class SearchIndex:
         #: Position of each document in the ascending order of the ids (None: ids = indices).
         self._tie_rank = tie_rank
         self._analyze = LuceneEnglishAnalyzer()
-        self._vocab: dict[str, int] = dict(model.vocab_dict)
+        self._vocab: dict[str, int] = model.vocab_dict
 
     @classmethod
     def build(
@@ -465,7 +472,7 @@ class SearchIndex:
                     f"index at {path} has {key}={meta.get(key)!r}, this code expects {value!r}; "
                     "rebuild it with SearchIndex.build"
                 )
-        model = bm25s.BM25.load(str(path), mmap=mmap, show_progress=False)
+        model = bm25s.BM25.load(str(path), mmap=mmap)
         num_docs = int(meta["num_docs"])
         if int(model.scores["num_docs"]) != num_docs:
             raise ValueError(f"index at {path} is inconsistent: num_docs mismatch")
