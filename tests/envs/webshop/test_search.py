@@ -423,3 +423,25 @@ def test_top_k_equals_a_full_sort():
         full = sorted(hits.tolist(), key=lambda i: (-scores[i], ids[i]))
         for k in (1, 10, 50, 400):
             assert idx.search(query, k) == full[:k], (query, k)
+
+
+def test_index_for_passes_doc_ids():
+    cache = IndexCache()
+    idx = index_for(("mugs",), lambda: ["green mug"] * 3, doc_ids_factory=lambda: ["c", "a", "b"],
+                    cache=cache)
+    assert idx.search("mug") == [1, 2, 0]
+
+
+def test_env_index_orders_ties_by_asin():
+    import gymnasium as gym
+
+    import rspo_gym  # noqa: F401
+
+    env = gym.make("rspo/WebShop-v0", num_products=300, split="test", catalog_seed=11)
+    cat, idx = env.unwrapped.catalog, env.unwrapped.index
+    hits = idx.search("pack", k=300)
+    scores = idx.scores("pack")[hits]
+    tied = [(i, j) for (i, si), (j, sj) in zip(zip(hits, scores), zip(hits[1:], scores[1:]))
+            if si == sj]
+    assert len(tied) > 10
+    assert all(cat.asin(i) < cat.asin(j) for i, j in tied)
