@@ -42,7 +42,6 @@ setup(
         "numpy>=1.24",
         "rapidfuzz>=3",
         "bm25s>=0.2",
-        "PyStemmer>=2.2",
     ],
     extras_require=EXTRAS,
     entry_points={"console_scripts": ["rspo-gym=rspo_gym.cli:main"]},

@@ -7,6 +7,11 @@ tuned on test failures are not just fitted to them). Prints success (score 1.0) 
 mean steps per split and writes them as JSON (``--out``, default
 ``results/benchmarks/webshop_expert.json``).
 
+``--num-products`` picks the catalog size (1,000 as verl-agent; 100,000 for the large catalog).
+``--policy random`` plays the random baseline instead: ``search[<instruction>]`` on the search page,
+elsewhere a uniformly random ``click[...]`` of the admissible actions (seeded per goal), so its
+score shows what the search ranking alone hands a policy that reads nothing.
+
 ``--failures`` also prints, for every goal not won, the instruction, the expert's actions, the
 target's and the bought item's pages (title, price, options, Features, Description), the target's
 rank for the expert's query and the hidden goal - for failure analysis only; the expert itself
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import platform
+import random
 import sys
 import time
 from pathlib import Path
@@ -33,18 +39,31 @@ if str(ROOT) not in sys.path:
 import gymnasium as gym  # noqa: E402
 
 import rspo_gym  # noqa: E402, F401
+from rspo_gym.envs.webshop.session import Page  # noqa: E402
 
 ENV_ID = "rspo/WebShop-v0"
 SPLITS = ("test", "valid")
 
 
-def play(env: gym.Env, task_id: int) -> tuple[float, int, list[str], dict]:
-    """One expert episode: (score, steps, actions, last info)."""
+def random_action(env: gym.Env, info: dict, rng: random.Random) -> str:
+    """The random baseline: search with the instruction itself, else a uniformly random click."""
+    clicks = [a for a in info["admissible_actions"] if a.startswith("click[")]
+    if env.unwrapped.session.page is Page.SEARCH or not clicks:
+        return f"search[{info['task']}]"
+    return rng.choice(clicks)
+
+
+def play(env: gym.Env, task_id: int, policy: str = "expert") -> tuple[float, int, list[str], dict]:
+    """One episode of ``policy`` (``expert`` or ``random``): (score, steps, actions, last info)."""
     obs, info = env.reset(options={"task_id": task_id})
+    rng = random.Random(task_id)
     done = trunc = False
     reward, actions = 0.0, []
     while not (done or trunc):
-        action = env.unwrapped.expert_action()
+        if policy == "random":
+            action = random_action(env, info, rng)
+        else:
+            action = env.unwrapped.expert_action()
         actions.append(action)
         obs, reward, done, trunc, info = env.step(action)
     return (reward if done else 0.0), len(actions), actions, info
@@ -78,13 +97,14 @@ def failure_report(env: gym.Env, query: str | None) -> str:
     return "\n".join(lines)
 
 
-def run_split(split: str, n: int, failures: bool) -> dict:
-    env = gym.make(ENV_ID, split=split)
+def run_split(split: str, n: int, failures: bool, num_products: int = 1000,
+              policy: str = "expert") -> dict:
+    env = gym.make(ENV_ID, split=split, num_products=num_products)
     n = min(n, len(env.unwrapped.task_ids))
     t0 = time.perf_counter()
     scores, steps, lost = [], [], []
     for k in range(n):
-        r, s, actions, info = play(env, k)
+        r, s, actions, info = play(env, k, policy)
         scores.append(r)
         steps.append(s)
         if r < 1.0:
@@ -116,14 +136,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--goals", type=int, default=500, help="first N goals of each split")
     parser.add_argument("--splits", nargs="+", default=list(SPLITS), choices=SPLITS)
+    parser.add_argument("--num-products", type=int, default=1000, help="catalog size")
+    parser.add_argument("--policy", default="expert", choices=("expert", "random"),
+                        help="the scripted shopper, or the random baseline")
     parser.add_argument("--failures", nargs="*", default=[], choices=SPLITS,
                         help="splits whose lost goals are printed in detail")
     parser.add_argument("--out", type=Path,
                         default=ROOT / "results" / "benchmarks" / "webshop_expert.json")
     args = parser.parse_args(argv)
-    if args.goals <= 0:
-        parser.error("--goals must be positive")
-    rows = [run_split(s, args.goals, s in args.failures) for s in args.splits]
+    if args.goals <= 0 or args.num_products <= 0:
+        parser.error("--goals and --num-products must be positive")
+    rows = [run_split(s, args.goals, s in args.failures, args.num_products, args.policy)
+            for s in args.splits]
     print("split | goals | success % | mean score | mean steps | seconds")
     for r in rows:
         print(f"{r['split']} | {r['goals']} | {r['success_pct']} | {r['mean_score']} | "
@@ -133,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         "date": dt.date.today().isoformat(),
         "python": platform.python_version(),
         "env": ENV_ID,
-        "num_products": 1000,
+        "num_products": args.num_products,
+        "policy": args.policy,
         "max_steps": 15,
         "results": rows,
     })

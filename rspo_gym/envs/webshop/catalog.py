@@ -509,8 +509,10 @@ class Catalog:
             return doc
 
     def build_search_index(self) -> SearchIndex:
-        """A BM25 index whose document ``i`` is :meth:`search_document` of item ``i``."""
-        return SearchIndex.build(self._search_document(i) for i in range(self.num_products))
+        """A BM25 index whose document ``i`` is :meth:`search_document` of item ``i``; equal
+        scores are ordered by ASIN, as upstream's Lucene orders them."""
+        return SearchIndex.build((self._search_document(i) for i in range(self.num_products)),
+                                 doc_ids=(self.asin(i) for i in range(self.num_products)))
 
     # ------------------------------------------------------------------ generation
 

@@ -79,7 +79,8 @@ class WebShopEnv(gym.Env[str, str]):
         if len(self.task_ids) == 0:
             raise ValueError(f"Split {split!r} has no goals with {num_products} products; use a larger catalog")
         self.index = index_for(
-            ("webshop", num_products, catalog_seed), lambda: (self.catalog.search_document(i) for i in range(len(self.catalog)))
+            ("webshop", num_products, catalog_seed), lambda: (self.catalog.search_document(i) for i in range(len(self.catalog))),
+            doc_ids_factory=lambda: (self.catalog.asin(i) for i in range(len(self.catalog))),
         )
         self.render_mode = render_mode
         self.observation_space = text_space(MAX_TEXT_LENGTH)

@@ -247,7 +247,8 @@ def create_app(
     if len(task_ids) == 0:
         raise ValueError(f"Split {split!r} has no goals with {num_products} products; use a larger catalog")
     index = index_for(("webshop", num_products, catalog_seed),
-                      lambda: (catalog.search_document(i) for i in range(len(catalog))))
+                      lambda: (catalog.search_document(i) for i in range(len(catalog))),
+                      doc_ids_factory=lambda: (catalog.asin(i) for i in range(len(catalog))))
 
     app = flask.Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = 16 * 1024  # GET-only site: no bodies worth reading

@@ -1,18 +1,23 @@
 """WebShop search: upstream document text, BM25 ranking on a hand-made corpus, persistence, cache."""
 
+import math
 import threading
 
 import numpy as np
 import pytest
 
+from rspo_gym.envs.webshop.catalog import Catalog
 from rspo_gym.envs.webshop.model import Product
 from rspo_gym.envs.webshop.search import (
     DEFAULT_INDEX_CACHE,
     HIDDEN_SEARCH_PREFIXES,
+    _norm_bytes,
     IndexCache,
     SearchIndex,
+    byte4_to_int,
     hidden_search_prefix,
     index_for,
+    int_to_byte4,
     search_text,
     uses_hidden_search_prefix,
 )
@@ -168,8 +173,13 @@ def test_load_errors(tmp_path, index):
         SearchIndex.load(tmp_path / "missing")
     index.save(tmp_path / "idx")
     meta = tmp_path / "idx" / "rspo_search.json"
-    meta.write_text(meta.read_text().replace('"english"', '"porter"'))
-    with pytest.raises(ValueError, match="stemmer"):
+    text = meta.read_text()
+    meta.write_text(text.replace(' porter"', ' snowball"'))
+    with pytest.raises(ValueError, match="analyzer"):
+        SearchIndex.load(tmp_path / "idx")
+    # An index saved by the bm25s-tokenized version 1 is refused (rebuilt), not misread.
+    meta.write_text(text.replace('"version": 2', '"version": 1'))
+    with pytest.raises(ValueError, match="version=1.*rebuild"):
         SearchIndex.load(tmp_path / "idx")
     with pytest.raises(TypeError, match="mmap"):
         SearchIndex.load(tmp_path / "idx", mmap="yes")
@@ -290,3 +300,148 @@ def test_default_cache_shared():
         assert a is b and DEFAULT_INDEX_CACHE.get(key, lambda: None) is a
     finally:
         DEFAULT_INDEX_CACHE.clear()
+
+
+# --------------------------------------------------------------------------- Lucene 8 scoring
+
+def test_length_norm_byte_encoding_exact_values():
+    assert [int_to_byte4(n) for n in range(24)] == list(range(24))  # exact below 24
+    assert [int_to_byte4(n) for n in range(24, 40)] == list(range(24, 40))  # then 3 exact bits
+    assert [int_to_byte4(n) for n in (40, 41, 42, 47, 48, 100, 1000, 2**31 - 1)] == [
+        40, 40, 41, 43, 44, 57, 87, 255]
+    assert [byte4_to_int(c) for c in (40, 41, 43, 44, 57, 87, 255)] == [
+        40, 42, 46, 48, 96, 984, 2013265944]
+    decoded = [byte4_to_int(c) for c in range(256)]
+    assert decoded == sorted(set(decoded))  # strictly increasing
+    assert all(int_to_byte4(d) == c for c, d in enumerate(decoded))
+    assert all(byte4_to_int(int_to_byte4(n)) <= n for n in range(5000))
+    lengths = [*range(5000), 2**20 + 12345, 2**31 - 1]
+    assert _norm_bytes(np.array(lengths)).tolist() == [int_to_byte4(n) for n in lengths]
+    for bad in (-1, 1.5, True, None):
+        with pytest.raises(ValueError, match="length"):
+            int_to_byte4(bad)
+    for bad in (-1, 256, "3"):
+        with pytest.raises(ValueError, match="code"):
+            byte4_to_int(bad)
+
+
+def test_scores_use_the_decoded_length():
+    filler = [f"w{i}" for i in range(60)]
+    docs = [" ".join(["red"] + filler[:40]),  # 41 terms: stored as 40
+            " ".join(["red"] + filler[:39]),  # 40 terms
+            " ".join(["red"] + filler[:22]),  # 23 terms: exact
+            " ".join(["red"] + filler[:23])]  # 24 terms: exact
+    idx = SearchIndex.build(docs, doc_ids=["a", "b", "d", "c"])
+    s = idx.scores("red")
+    assert s.dtype == np.float32
+    assert s[0] == s[1] and s[2] > s[3] > s[0]
+    assert idx.search("red") == [2, 3, 0, 1]  # the 41-term doc ties the 40-term one, "a" < "b"
+
+
+def test_bm25_formula_lucene8():
+    idx = SearchIndex.build(["red shoe", "blue shoe", "red red hat"])
+    avgdl, idf = 7 / 3, math.log(1 + (3 - 2 + 0.5) / (2 + 0.5))
+    s = idx.scores("red")
+    assert s[0] == pytest.approx(idf * 1 / (1 + 0.9 * (0.6 + 0.4 * 2 / avgdl)), rel=1e-6)
+    assert s[2] == pytest.approx(idf * 2 / (2 + 0.9 * (0.6 + 0.4 * 3 / avgdl)), rel=1e-6)
+    assert s[1] == 0
+
+
+def test_repeated_term_is_a_boosted_clause():
+    idx = SearchIndex.build(["red", "red w0", "blue"])
+    one = idx.scores("red").astype(np.float64)
+    three = idx.scores("red red red")
+    np.testing.assert_allclose(three, 3 * one, rtol=1e-6)
+    # Lucene scores the clause of boost 3 as w - w / (1 + tf * normInverse) with w = 3 idf, in
+    # float32; that is one float32 step away from 3 x the boost-1 score here.
+    f32 = np.float32
+    weight = f32(3) * f32(math.log(1 + 1.5 / 2.5))  # "red": in 2 of 3 documents
+    avgdl = f32(4 / 3)
+    norm_inverse = f32(1) / (f32(0.9) * ((f32(1) - f32(0.4)) + f32(0.4) * f32(1) / avgdl))
+    assert three[0] == weight - weight / (f32(1) + f32(1) * norm_inverse)
+    assert three[0] != f32(3 * one[0])
+
+
+def test_ties_broken_by_doc_id():
+    docs = ["green mug"] * 5 + ["tea"] + ["green mug"] * 3
+    ids = ["e", "c", "i", "a", "g", "b", "h", "d", "f"]
+    idx = SearchIndex.build(docs, doc_ids=ids)
+    assert [ids[i] for i in idx.search("mug")] == ["a", "c", "d", "e", "f", "g", "h", "i"]
+    assert [ids[i] for i in idx.search("mug", k=2)] == ["a", "c"]  # the cut respects ids too
+    with pytest.raises(ValueError, match="2 ids for 9"):
+        SearchIndex.build(docs, doc_ids=["a", "b"])
+    with pytest.raises(TypeError, match="doc_ids"):
+        SearchIndex.build(docs, doc_ids="abcdefghi")
+
+
+def test_ties_survive_save_load(tmp_path):
+    docs = ["green mug"] * 4
+    idx = SearchIndex.build(docs, doc_ids=["d", "b", "a", "c"])
+    idx.save(tmp_path / "idx")
+    loaded = SearchIndex.load(tmp_path / "idx")
+    assert loaded.search("mug") == idx.search("mug") == [2, 1, 3, 0]
+    assert loaded.search("mug mug mug") == idx.search("mug mug mug")
+    np.testing.assert_array_equal(loaded.scores("mug mug mug"), idx.scores("mug mug mug"))
+
+
+def test_catalog_index_orders_ties_by_asin():
+    cat = Catalog(300, 3)
+    idx = cat.build_search_index()
+    ties = 0
+    for query in ("pack", "black", "women", "size"):
+        hits = idx.search(query, k=300)
+        scores = idx.scores(query)[hits]
+        for (i, si), (j, sj) in zip(zip(hits, scores), zip(hits[1:], scores[1:])):
+            if si == sj:
+                ties += 1
+                assert cat.asin(i) < cat.asin(j)
+    assert ties > 10
+
+
+def test_reported_scores_follow_anserini():
+    idx = SearchIndex.build(["red shoe"] * 3 + ["red red shoe"], doc_ids=["c", "a", "b", "d"])
+    hits, reported = idx.search_scored("red")
+    assert hits == [3, 1, 2, 0]
+    raw = idx.scores("red")
+    assert reported[0] == np.float32(round(float(raw[3]), 4))
+    top = np.float32(round(float(raw[1]), 4))
+    assert reported[1:].tolist() == [top, top - np.float32(1e-6), top - np.float32(2e-6)]
+    assert idx.search_scored("nothing") == ([], pytest.approx(np.zeros(0)))
+
+
+def test_top_k_equals_a_full_sort():
+    """The sampled candidate bound never drops a document of the top k (ties at the cut too)."""
+    rng = np.random.default_rng(5)
+    words = [f"w{i}" for i in range(40)]
+    docs = [" ".join(rng.choice(words, size=rng.integers(1, 30))) for _ in range(3000)]
+    ids = [f"id{j:05d}" for j in rng.permutation(len(docs))]
+    idx = SearchIndex.build(docs, doc_ids=ids)
+    for q in range(30):
+        query = " ".join(rng.choice(words, size=rng.integers(1, 6)))
+        scores = idx.scores(query)
+        hits = np.flatnonzero(scores)
+        full = sorted(hits.tolist(), key=lambda i: (-scores[i], ids[i]))
+        for k in (1, 10, 50, 400):
+            assert idx.search(query, k) == full[:k], (query, k)
+
+
+def test_index_for_passes_doc_ids():
+    cache = IndexCache()
+    idx = index_for(("mugs",), lambda: ["green mug"] * 3, doc_ids_factory=lambda: ["c", "a", "b"],
+                    cache=cache)
+    assert idx.search("mug") == [1, 2, 0]
+
+
+def test_env_index_orders_ties_by_asin():
+    import gymnasium as gym
+
+    import rspo_gym  # noqa: F401
+
+    env = gym.make("rspo/WebShop-v0", num_products=300, split="test", catalog_seed=11)
+    cat, idx = env.unwrapped.catalog, env.unwrapped.index
+    hits = idx.search("pack", k=300)
+    scores = idx.scores("pack")[hits]
+    tied = [(i, j) for (i, si), (j, sj) in zip(zip(hits, scores), zip(hits[1:], scores[1:]))
+            if si == sj]
+    assert len(tied) > 10
+    assert all(cat.asin(i) < cat.asin(j) for i, j in tied)
