@@ -45,7 +45,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from rspo_gym.envs.webshop.model import Goal
-from rspo_gym.envs.webshop.reward import LexiconNouns, RewardParts, score
+from rspo_gym.envs.webshop.reward import RewardParts, score, shared_lexicon_nouns
 from rspo_gym.envs.webshop.search import SEARCH_RETURN_N, SearchIndex, uses_hidden_search_prefix
 
 SEP = " [SEP] "
@@ -311,7 +311,7 @@ class Session:
 
     def _noun_extractor(self) -> Any:
         if self._nouns is None:
-            self._nouns = LexiconNouns(self.catalog.noun_lexicon)
+            self._nouns = shared_lexicon_nouns(self.catalog.noun_lexicon)
         return self._nouns
 
     def score_of(self, item: int, options: Mapping[str, str]) -> tuple[float, RewardParts]:
