@@ -8,11 +8,16 @@ finished episode resets with a new seed, hence a new task: ALFWorld's train spli
 after the envs are built and their first reset, then at each quarter of the steps; the peak is
 ``ru_maxrss``. For ALFWorld the process-wide world cache's own accounting is reported too.
 
+``--web-sessions N`` measures the WebShop site instead: N shoppers each start a task, search for
+their instruction, open the first result and buy it through the Flask app (its test client, no
+sockets), and the app keeps every session (its cap is 10,000); RSS before and after.
+
 The policy reads only the Gym API, so the same script measures an older checkout (copy it into
 that checkout's ``benchmarks/`` and run it there)::
 
     python benchmarks/env_memory.py                       # both envs, 8 and 64 envs, 1M steps
     python benchmarks/env_memory.py --envs alfworld --num-envs 8 --steps 200000
+    python benchmarks/env_memory.py --web-sessions 10000
 
 Prints a table and writes JSON (``--out``, default ``results/benchmarks/env_memory.json``).
 """
@@ -101,18 +106,65 @@ def run_one(env_name: str, num_envs: int, steps: int, seed: int) -> dict:
     return result
 
 
+def run_web_sessions(sessions: int, seed: int) -> dict:
+    """``sessions`` bought sessions kept by the WebShop site's app; RSS before and after."""
+    import html
+    import re
+    from urllib.parse import urlsplit
+
+    from rspo_gym.envs.webshop.web import create_app
+
+    app = create_app(num_products=1000, split="test", max_sessions=max(sessions, 1))
+    client = app.test_client()
+    rng = random.Random(seed)
+    before = rss_mb()
+    start = time.perf_counter()
+    for _ in range(sessions):
+        page = client.post("/new").headers["Location"]
+        sid = urlsplit(page).path.split("/")[2]
+        instruction = re.search(r'<div id="instruction"><b>Instruction:</b><br>([^<]*)</div>',
+                                client.get(page).get_data(as_text=True)).group(1)
+        page = client.post(f"/s/{sid}/search", data={"q": html.unescape(instruction)[:500]}).headers["Location"]
+        items = re.findall(r'class="item-link" name="c" value="([^"]+)"', client.get(page).get_data(as_text=True))
+        client.post(f"/s/{sid}/click", data={"c": rng.choice(items)})
+        assert client.post(f"/s/{sid}/click", data={"c": "Buy Now"}).status_code == 303
+    seconds = time.perf_counter() - start
+    after = rss_mb()
+    return {"web_sessions": sessions, "seconds": round(seconds, 1), "rss_mb": [round(before, 1), round(after, 1)],
+            "growth_mb": round(after - before, 1), "kb_per_session": round((after - before) * 1024 / max(sessions, 1), 1),
+            "peak_rss_mb": round(peak_rss_mb(), 1)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", nargs="+", choices=sorted(ENVS), default=sorted(ENVS))
     parser.add_argument("--num-envs", nargs="+", type=int, default=[8, 64])
     parser.add_argument("--steps", type=int, default=1_000_000, help="env steps per configuration (default: 1,000,000)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--web-sessions", type=int, default=0,
+                        help="measure the WebShop site with this many bought sessions instead of envs")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "benchmarks" / "env_memory.json")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # internal: run in this process
     args = parser.parse_args(argv)
-    if args.one:
+    if args.web_sessions:
+        row = run_web_sessions(args.web_sessions, args.seed)
+        print(f"WebShop site: {row['web_sessions']:,d} bought sessions kept, RSS {row['rss_mb'][0]:.1f} -> "
+              f"{row['rss_mb'][1]:.1f} MB ({row['kb_per_session']:.1f} KB a session, {row['seconds']} s)")
+        rows = [row]
+    elif args.one:
         print(json.dumps(run_one(args.envs[0], args.num_envs[0], args.steps, args.seed)))
         return 0
+    else:
+        rows = run_all(args)
+    result = {"machine": platform.machine(), "python": platform.python_version(), "steps": args.steps, "rows": rows}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {args.out}")
+    return 0
+
+
+def run_all(args: argparse.Namespace) -> list[dict]:
+    """Every (env, number of envs) configuration, each in a fresh subprocess; prints a table row each."""
     rows = []
     for env_name in args.envs:
         for num_envs in args.num_envs:
@@ -126,11 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{row['env']:18s} {num_envs:3d} envs {row['steps']:>9,d} steps {row['resets']:>7,d} resets "
                   f"{row['steps_per_s']:>7,d} steps/s  RSS {row['rss_mb'][0]:7.1f} -> {row['rss_mb'][-1]:7.1f} MB "
                   f"(peak {row['peak_rss_mb']:.1f})  world cache: {cache_text}", flush=True)
-    result = {"machine": platform.machine(), "python": platform.python_version(), "steps": args.steps, "rows": rows}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}")
-    return 0
+    return rows
 
 
 if __name__ == "__main__":
