@@ -5,21 +5,59 @@ Importing the package registers the environments with Gymnasium::
     import gymnasium as gym, rspo_gym
     env = gym.make("rspo/ALFWorld-v0")
 
-The trainers (``GRPOTrainer``, ``PPOTrainer``, ``GiGPOTrainer``, ``RSPOTrainer``) load on first use,
-so that environment users never import torch.
+Everything a user reaches for is also a top-level name (``dir(rspo_gym)`` lists them):
+the envs (``AlfworldEnv``, ``WebShopEnv``) and the ``ProcessReward`` wrapper; the rollout API
+(``GroupedVectorEnv``, ``DiscreteTextAdapter``, ``PromptBuilder``, ``collect``); the trainers
+(``GRPOTrainer``, ``PPOTrainer``, ``GiGPOTrainer``, ``RSPOTrainer``) and their configs
+(``TrainerConfig``, ``GiGPOConfig``, ``PPOConfig``, ``RSPOConfig``); ``LLMPolicy`` and
+``load_policy``. They load on first use, so ``import rspo_gym`` stays light: environment users
+never import torch.
+
+>>> from rspo_gym import ProcessReward, RSPOConfig
+>>> {"ProcessReward", "RSPOTrainer", "RSPOConfig"} <= set(dir(__import__("rspo_gym")))
+True
 """
 
 from rspo_gym.envs import register_envs
 
-__all__ = ["__version__", "GRPOTrainer", "PPOTrainer", "GiGPOTrainer", "RSPOTrainer"]
 __version__ = "0.1.0"
+
+#: top-level name -> the module that defines it (imported on first access)
+_LAZY = {
+    "AlfworldEnv": "rspo_gym.envs.alfworld.env",
+    "WebShopEnv": "rspo_gym.envs.webshop.env",
+    "ProcessReward": "rspo_gym.envs.wrappers",
+    "GroupedVectorEnv": "rspo_gym.rollout.vector",
+    "DiscreteTextAdapter": "rspo_gym.rollout.adapters",
+    "PromptBuilder": "rspo_gym.rollout.prompts",
+    "collect": "rspo_gym.rollout.collector",
+    "GRPOTrainer": "rspo_gym.algos.grpo",
+    "PPOTrainer": "rspo_gym.algos.ppo",
+    "GiGPOTrainer": "rspo_gym.algos.gigpo",
+    "RSPOTrainer": "rspo_gym.algos.rspo",
+    "TrainerConfig": "rspo_gym.algos.config",
+    "GiGPOConfig": "rspo_gym.algos.config",
+    "PPOConfig": "rspo_gym.algos.config",
+    "RSPOConfig": "rspo_gym.algos.config",
+    "LLMPolicy": "rspo_gym.policies.llm",
+    "load_policy": "rspo_gym.policies.llm",
+}
+
+__all__ = ["__version__", "register_envs", *_LAZY]
 
 register_envs()
 
 
 def __getattr__(name: str):
-    if name in ("GRPOTrainer", "PPOTrainer", "GiGPOTrainer", "RSPOTrainer"):
-        from rspo_gym import algos
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rspo_gym' has no attribute {name!r}")
+    import importlib
 
-        return getattr(algos, name)
-    raise AttributeError(f"module 'rspo_gym' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

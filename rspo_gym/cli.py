@@ -58,12 +58,19 @@ def _expert_player(env: gym.Env, kind: str) -> Callable[[dict], str]:
 
 
 def _human_player(info: dict) -> Callable[[dict], str | None]:
+    """Commands typed on stdin; the admissible list is printed when it changes and after ``help``."""
+    last = {"listed": None, "command": None}
+
     def ask(info: dict) -> str | None:
-        print("admissible: " + ", ".join(info["admissible_actions"]))
+        if info["admissible_actions"] != last["listed"] or last["command"] == "help":
+            hint = "" if last["listed"] is not None else "  (listed again when it changes; type help to see it)"
+            print("admissible: " + ", ".join(info["admissible_actions"]) + hint)
+            last["listed"] = info["admissible_actions"]
         try:
-            return input("> ")
+            last["command"] = input("> ").strip()
         except EOFError:
             return None
+        return last["command"]
 
     return ask
 

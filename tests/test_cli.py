@@ -28,6 +28,15 @@ def test_play_mode_reads_commands_until_end_of_input(monkeypatch, capsys):
     assert out.rstrip().endswith("0/1 tasks won by the player.")
 
 
+def test_play_mode_lists_commands_when_they_change_or_after_help(monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", io.StringIO("look\njump\nhelp\ngo to countertop 1\nlook\n"))
+    assert main(["demo", "--play", "--episodes", "1", "--split", "valid_seen"]) == 0
+    listings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("admissible: ")]
+    # at the start, after help, and after the move (look and jump change nothing)
+    assert len(listings) == 3
+    assert "type help" in listings[0] and "go to countertop 1" in listings[1] and "go to countertop 1" not in listings[2]
+
+
 def test_train_and_eval_commands_run_and_write_results(tmp_path, capsys):
     pytest.importorskip("transformers")
     out = tmp_path / "run"

@@ -115,6 +115,15 @@ class AlfworldEnv(gym.Env[str, str]):
             close_game()
         self.game = None
 
+    def sample_admissible(self) -> str:
+        """A uniformly random admissible command, drawn from the env's ``np_random`` (so
+        ``reset(seed=s)`` makes the draws reproducible). ``action_space.sample()`` draws random
+        strings over the charset, which are never commands; this is the random policy."""
+        if self.game is None:
+            raise gym.error.ResetNeeded("Call reset() before sample_admissible().")
+        commands = self.game.admissible_commands()
+        return commands[int(self.np_random.integers(len(commands)))]
+
     # ------------------------------------------------------------------------------ experts
     @property
     def world(self) -> World:

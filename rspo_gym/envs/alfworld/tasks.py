@@ -1,9 +1,12 @@
 """Where an ALFWorld env gets its games: real game files or the procedural generator.
 
-- ``GameFiles``: ``game.tw-pddl`` files in sorted path order; each is parsed on first use and
-  cached, so later resets of the same game cost no I/O.
+- ``GameFiles``: ``game.tw-pddl`` files in sorted path order; each is parsed on first use.
 - ``GeneratedTasks``: the generator's canonical split (``train`` unbounded, ``valid_seen`` and
   ``valid_unseen`` fixed); task k is the same world on every machine and for every seed.
+
+Both keep their worlds in the process-wide ``WORLD_CACHE`` (``cache.py``, bounded by bytes), so
+later resets of a task cost no I/O and no generation, and memory does not grow with the number of
+envs or of tasks seen.
 
 Both answer ``size`` (``None`` for an unbounded split) and ``world(task_id)``.
 """
@@ -14,6 +17,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from rspo_gym.envs.alfworld.cache import WORLD_CACHE
 from rspo_gym.envs.alfworld.pddl import find_games, load_game
 from rspo_gym.envs.alfworld.world import World
 from rspo_gym.envs.core import check_task_id
@@ -26,7 +30,6 @@ class GameFiles:
 
     def __init__(self, source: str | os.PathLike | Sequence[str | os.PathLike]) -> None:
         self.paths: list[Path] = find_games(source)
-        self._cache: dict[int, World] = {}
 
     @property
     def size(self) -> int | None:
@@ -34,10 +37,8 @@ class GameFiles:
 
     def world(self, task_id: int) -> World:
         task_id = check_task_id(task_id, len(self.paths))
-        world = self._cache.get(task_id)
-        if world is None:
-            world = self._cache[task_id] = load_game(self.paths[task_id])
-        return world
+        path = self.paths[task_id]
+        return WORLD_CACHE.get_or_load(("game", os.fspath(path)), lambda: load_game(path))
 
 
 class GeneratedTasks:
@@ -50,17 +51,15 @@ class GeneratedTasks:
             raise ValueError(f"Unknown split {split!r}; expected one of {sorted(SPLIT_SIZES)}")
         self.split = split
         self.size: int | None = SPLIT_SIZES[split]
-        self._cache: dict[int, World] = {}
 
     def world(self, task_id: int) -> World:
         from rspo_gym.envs.alfworld.generator import generate_world
 
         task_id = check_task_id(task_id, self.size)
-        world = self._cache.get(task_id)
-        if world is None:
-            world = generate_world(self.split, task_id)
-            if len(self._cache) >= 4096:  # the train split is unbounded: keep the cache bounded
-                self._cache.clear()
-            self._cache[task_id] = world
-        return world
+        # every generated world refers to the generator's one can_contain table: not a per-world cost
+        return WORLD_CACHE.get_or_load(
+            ("generated", self.split, task_id),
+            lambda: generate_world(self.split, task_id),
+            shared=lambda world: (world.can_contain,),
+        )
 

@@ -32,7 +32,7 @@ from rspo_gym.envs.webshop.catalog import Catalog
 from rspo_gym.envs.webshop.expert import ScriptedShopper
 from rspo_gym.envs.webshop.goals import GoalSet, goals_for
 from rspo_gym.envs.webshop.search import index_for
-from rspo_gym.envs.webshop.session import Session
+from rspo_gym.envs.webshop.session import SEARCH_PLACEHOLDER, Session
 
 __all__ = ["WebShopEnv", "shared_catalog"]
 
@@ -122,6 +122,20 @@ class WebShopEnv(gym.Env[str, str]):
         if self.render_mode == "human":
             print(obs)
         return obs, reward, result.done, False, info
+
+    def sample_admissible(self) -> str:
+        """A uniformly random action that does something here, drawn from the env's ``np_random``
+        (``reset(seed=s)`` makes the draws reproducible): one of the listed actions, with the
+        ``search[<your query>]`` template replaced by a search for the instruction (a search query
+        cannot be enumerated; the SB3 adapter does the same). ``action_space.sample()`` draws random
+        strings over the charset, which are never actions; this is the random policy."""
+        if self.session is None:
+            raise gym.error.ResetNeeded("Call reset() before sample_admissible().")
+        actions = self.session.prompt_actions()
+        if not actions:
+            raise gym.error.ResetNeeded("The episode ended with a purchase; call reset() before sample_admissible().")
+        action = actions[int(self.np_random.integers(len(actions)))]
+        return f"search[{self.session.goal.instruction_text}]" if action == SEARCH_PLACEHOLDER else action
 
     def expert_action(self) -> str:
         """The scripted shopper's next action for the current page (``expert.py``); it sees only

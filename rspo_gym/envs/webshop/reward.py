@@ -27,7 +27,8 @@ from .model import GoalOption
 __all__ = [
     "COLOR_SET", "DUMMY_ATTR", "FUZZY_THRESHOLD", "BREADCRUMB_SEP", "LexiconNouns", "NounExtractor",
     "RewardParts", "attribute_reward", "category_match", "fuzzy_score", "normalize_color",
-    "option_reward", "price_ok", "score", "title_nouns", "title_score", "type_reward",
+    "option_reward", "price_ok", "score", "shared_lexicon_nouns", "title_nouns", "title_score",
+    "type_reward",
 ]
 
 #: Colour words in upstream ``engine/normalize.py`` order (data, reproduced as is). Order matters:
@@ -149,6 +150,17 @@ class LexiconNouns:
 
     def __call__(self, title: str) -> list[str]:
         return [token for token in _tokens(title.lower()) if token in self.vocabulary]
+
+
+@functools.lru_cache(maxsize=16)
+def shared_lexicon_nouns(vocabulary: frozenset[str]) -> LexiconNouns:
+    """The process-wide :class:`LexiconNouns` of ``vocabulary``: every session scoring against one
+    catalog shares it, so a long-lived session (the web UI keeps thousands) holds no copy of it.
+
+    >>> shared_lexicon_nouns(frozenset({"shoes"})) is shared_lexicon_nouns(frozenset({"shoes"}))
+    True
+    """
+    return LexiconNouns(vocabulary)
 
 
 def _tokens(text: str) -> list[str]:

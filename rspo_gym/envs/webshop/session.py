@@ -45,7 +45,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from rspo_gym.envs.webshop.model import Goal
-from rspo_gym.envs.webshop.reward import LexiconNouns, RewardParts, score
+from rspo_gym.envs.webshop.reward import RewardParts, score, shared_lexicon_nouns
 from rspo_gym.envs.webshop.search import SEARCH_RETURN_N, SearchIndex, uses_hidden_search_prefix
 
 SEP = " [SEP] "
@@ -183,6 +183,19 @@ class Session:
         return (s.page.value, s.query, s.hits, s.page_no, s.item, tuple(s.options.items()), s.sub,
                 None if self.purchase is None else self.purchase.asin)
 
+    def snapshot(self) -> tuple:
+        """The page state and purchase as an immutable value, for :meth:`restore` (the web UI keeps
+        one per step so the browser's Back button shows, and acts from, an earlier page)."""
+        s = self._s
+        return (s.page, s.query, s.hits, s.page_no, s.item, tuple(s.options.items()), s.sub, self.purchase)
+
+    def restore(self, snapshot: tuple) -> None:
+        """Return to a state taken by :meth:`snapshot` of this session (step counters unchanged)."""
+        page, query, hits, page_no, item, options, sub, purchase = snapshot
+        self._s = _State(page=page, query=query, hits=hits, page_no=page_no, item=item, options=dict(options), sub=sub)
+        self.purchase = purchase
+        self._changed()
+
     def _changed(self) -> None:
         self._obs = None
         self._clickables = None
@@ -311,7 +324,7 @@ class Session:
 
     def _noun_extractor(self) -> Any:
         if self._nouns is None:
-            self._nouns = LexiconNouns(self.catalog.noun_lexicon)
+            self._nouns = shared_lexicon_nouns(self.catalog.noun_lexicon)
         return self._nouns
 
     def score_of(self, item: int, options: Mapping[str, str]) -> tuple[float, RewardParts]:

@@ -1,18 +1,26 @@
 """WebShop for people: the same :class:`~rspo_gym.envs.webshop.session.Session` engine as HTML.
 
 ``create_app()`` returns a Flask app (install the ``[web]`` extra); ``rspo-gym webshop serve``
-runs it on loopback. Every page is rendered from the session's state, and every button is a GET
-link or form that maps to one session action, so a person plays exactly the episodes an agent
-plays (same pages, same clickables, same score)::
+runs it on loopback. Every page is rendered from the session's state, and every button maps to one
+session action, so a person plays exactly the episodes an agent plays (same pages, same
+clickables, same score)::
 
-    GET /                       new session (``?task_id=k`` of the split, default random) -> /s/<sid>
-    GET /s/<sid>                the current page
-    GET /s/<sid>/search?q=...   ``search[q]`` (search page only)
-    GET /s/<sid>/click?c=...    ``click[c]`` (``c`` a clickable of the current page)
+    GET  /                      start page (``?task_id=k`` pre-fills task k of the split)
+    POST /new                   new session (form field ``task_id``, default random) -> step 0
+    GET  /s/<sid>               -> the current step's page
+    GET  /s/<sid>/<n>           the page after n actions (earlier steps: what the browser's Back shows)
+    POST /s/<sid>/search        ``search[q]`` (fields ``q`` and ``at``, the step acted from)
+    POST /s/<sid>/click         ``click[c]`` (fields ``c`` and ``at``)
+
+Actions are POST forms answered Post/Redirect/Get (303 to the new step's URL), so GET and HEAD
+never change anything: a link prefetcher or checker cannot search, click or buy. Each step has its
+own URL; acting from an earlier step (after Back) first returns the session to that step, as a
+website would, except that a purchase is final (acting after it is a 409). A session keeps its last
+:data:`MAX_HISTORY` steps.
 
 Sessions live in an app-owned store (random ids from :func:`secrets.token_urlsafe`, a lock, at
-most ``max_sessions``, the least recently used evicted). Bad input (unknown session, missing,
-oversized or non-ASCII parameters, clicks the page does not offer) is a 4xx with a short
+most ``max_sessions``, the least recently used evicted). Bad input (unknown session or step,
+missing, oversized or non-ASCII parameters, clicks the page does not offer) is a 4xx with a short
 message; an unexpected exception is logged and answered 500 (counted in ``store.errors``).
 """
 
@@ -22,8 +30,9 @@ import logging
 import secrets
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 from rspo_gym.envs.webshop.env import shared_catalog
 from rspo_gym.envs.webshop.search import index_for
@@ -37,36 +46,81 @@ from rspo_gym.envs.webshop.session import (
     Session,
 )
 
-__all__ = ["create_app", "SessionStore", "MAX_SESSIONS"]
+__all__ = ["create_app", "SessionStore", "MAX_SESSIONS", "MAX_HISTORY"]
 
 logger = logging.getLogger(__name__)
 
 #: default cap on live sessions per app (the least recently used is evicted beyond it)
 MAX_SESSIONS = 10_000
+#: steps a session remembers for the browser's Back button (~200 bytes each)
+MAX_HISTORY = 32
 #: longest accepted ``c`` parameter (clickables are ASINs, buttons and option values)
 MAX_CLICK_CHARS = 200
 _MAX_SID_CHARS = 64
-_MAX_TASK_ID_CHARS = 9
+_MAX_NUMBER_CHARS = 9
+
+#: the done page's reward parts, in reading order: (label, how the value is shown)
+_PART_ROWS: tuple[tuple[str, Callable[[dict[str, Any]], str]], ...] = (
+    ("Product type match (multiplies the rest)", lambda p: f"{p['r_type']:g}"),
+    ("Same search query as the wanted product", lambda p: _yes_no(p["query_match"])),
+    ("Same category", lambda p: _yes_no(p["category_match"])),
+    ("Title word overlap", lambda p: f"{p['title_score']:.2f}"),
+    ("Attributes matched", lambda p: f"{p['attr_hits']} of {p['n_attr']}"),
+    ("Options matched", lambda p: f"{p['opt_hits']} of {p['n_opt']}"),
+    ("Price within the limit", lambda p: _yes_no(p["price_ok"])),
+)
+
+
+def _yes_no(flag: bool) -> str:
+    return "yes" if flag else "no"
+
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:0 auto;max-width:960px;padding:1em;color:#222}
 #instruction{background:#eef6ff;border:1px solid #9cc3e6;border-radius:6px;padding:.6em 1em}
-a.btn,button{display:inline-block;padding:.35em .8em;margin:.15em;border:1px solid #2b6cb0;
-border-radius:4px;background:#2b6cb0;color:#fff;text-decoration:none;font-size:1em;cursor:pointer}
-a.btn.green{background:#2f855a;border-color:#2f855a}
-a.option{background:#fff;color:#2b6cb0}
-a.option.selected{background:#2b6cb0;color:#fff;font-weight:bold}
-a.buy{background:#c05621;border-color:#c05621;font-weight:bold}
-.row{margin:.6em 0}.hit{border-bottom:1px solid #ddd;padding:.4em 0}
+#past{background:#fff8e1;border:1px solid #e0b84c;border-radius:6px;padding:.4em 1em}
+form.inline{display:inline}
+button{display:inline-block;padding:.35em .8em;margin:.15em;border:1px solid #2b6cb0;
+border-radius:4px;background:#2b6cb0;color:#fff;font-size:1em;cursor:pointer}
+button.green{background:#2f855a;border-color:#2f855a}
+button.item-link{background:#fff;color:#2b6cb0;border:none;text-decoration:underline;padding:0;margin:0}
+button.option{background:#fff;color:#2b6cb0}
+button.option.selected{background:#2b6cb0;color:#fff;font-weight:bold}
+button.buy{background:#c05621;border-color:#c05621;font-weight:bold}
+.row{margin:.6em 0}.hit{border-bottom:1px solid #ddd;padding:.4em 0}.note{color:#555;font-size:.9em}
 .price{color:#2f855a}.score{font-size:2em;font-weight:bold}
 table.parts td{padding:.1em .8em;border-bottom:1px solid #eee}
 """
 
-# One template, compiled once per app (``jinja_env.from_string``) with autoescaping forced on.
-_PAGE = """{% autoescape true %}<!DOCTYPE html>
+# Templates compiled once per app (``jinja_env.from_string``) with autoescaping forced on.
+_HEAD = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>WebShop</title>
-<link rel="icon" href="data:,"><style>{{ style }}</style></head>
-<body data-page="{{ page }}">
+<link rel="icon" href="data:,"><style>{{ style }}</style></head>"""
+
+_TASK_NOTE = """<p class="note" id="task-note">Task {{ task_id }} of the <b>{{ split }}</b> split
+({{ n_tasks }} goals). In Python the same goal is
+<code>gym.make("rspo/WebShop-v0", split="{{ split }}").reset(options={"task_id": {{ task_id }}})</code>;
+without <code>split=</code> the env uses the <b>train</b> split, where task {{ task_id }} is another goal.</p>"""
+
+_START = """{% autoescape true %}""" + _HEAD + """
+<body data-page="start"><h1>WebShop</h1>
+<p>Shop for the item an instruction describes. Every task is a goal of the <b>{{ split }}</b>
+split ({{ n_tasks }} goals, ids 0 to {{ n_tasks - 1 }}); in Python,
+<code>reset(options={"task_id": k})</code> numbers the goals of the env's split, which is
+<b>train</b> unless you pass <code>split="{{ split }}"</code> to <code>gym.make</code>.</p>
+<form method="post" action="/new" id="start-form">
+  <label>Task id <input type="number" name="task_id" id="task-id" min="0" max="{{ n_tasks - 1 }}"
+    value="{{ task_id if task_id is not none else '' }}" placeholder="random"></label>
+  <button type="submit" id="start" class="green" autofocus>Start</button>
+</form>
+</body></html>{% endautoescape %}"""
+
+_PAGE = """{% autoescape true %}""" + _HEAD + """
+<body data-page="{{ page }}" data-step="{{ step }}">
+{% if past %}<div class="row" id="past">This is an earlier page of this task (step {{ step }} of
+{{ current }}). {% if finished %}The task is finished: the purchase is final.
+<a href="{{ base }}/{{ current }}">See the result</a>.{% else %}Acting here continues the task
+from this page.{% endif %}</div>{% endif %}
 {% if page == "done" %}
   <h2>Thank you for shopping with us!</h2>
   <div class="row">Your score (min 0.0, max 1.0)</div>
@@ -74,43 +128,47 @@ _PAGE = """{% autoescape true %}<!DOCTYPE html>
   <div class="row">Bought <b id="bought-asin">{{ purchase.asin }}</b>
     {% if purchase.options %}with {% for k, v in purchase.options.items() %}{{ k }}: {{ v }}{% if not loop.last %}, {% endif %}{% endfor %}{% endif %}</div>
   <div id="instruction"><b>Instruction:</b> {{ instruction }}</div>
-  <h4>Reward parts</h4>
+  <h4>How the score was made</h4>
   <table class="parts" id="reward-parts">
-  {% for k, v in parts.items() %}<tr><td>{{ k }}</td><td>{{ v }}</td></tr>{% endfor %}
+  {% for label, value in parts %}<tr><td>{{ label }}</td><td>{{ value }}</td></tr>{% endfor %}
   </table>
-  <div class="row"><a class="btn green" id="new-task" href="/">Start a new task</a></div>
+  """ + _TASK_NOTE + """
+  <form class="row" method="post" action="/new"><button type="submit" class="green" id="new-task">Start a new task</button></form>
 {% else %}
   {% if page == "search" %}<h1>WebShop</h1>{% endif %}
   <div id="instruction"><b>Instruction:</b><br>{{ instruction }}</div>
   {% if page == "search" %}
-  <form class="row" id="search-form" method="get" action="{{ base }}/search">
+  """ + _TASK_NOTE + """
+  <form class="row" id="search-form" method="post" action="{{ base }}/search">
+    <input type="hidden" name="at" value="{{ step }}">
     <input type="text" name="q" id="search-input" maxlength="{{ max_query }}" size="60"
       placeholder="Search..." autofocus required>
     <button type="submit" id="search-button">Search</button>
   </form>
   {% else %}
-  <div class="row"><a class="btn green" id="back-to-search" href="{{ click(back) }}">{{ back }}</a></div>
-  {% endif %}
+  <form method="post" action="{{ base }}/click" id="actions">
+  <input type="hidden" name="at" value="{{ step }}">
+  <div class="row"><button class="green" id="back-to-search" name="c" value="{{ back }}">{{ back }}</button></div>
   {% if page == "results" %}
   <div class="row"><b id="page-counter">Page {{ page_no }} (Total results: {{ total }})</b></div>
   <div class="row">
-    {% if page_no > 1 %}<a class="btn" id="prev" href="{{ click(prev) }}">{{ prev }}</a>{% endif %}
-    <a class="btn" id="next" href="{{ click(next) }}">{{ next }}</a>
+    {% if page_no > 1 %}<button id="prev" name="c" value="{{ prev }}">{{ prev }}</button>{% endif %}
+    <button id="next" name="c" value="{{ next }}">{{ next }}</button>
   </div>
   {% for it in hits %}
-  <div class="hit"><a class="item-link" href="{{ click(it.asin) }}">{{ it.asin }}</a>
+  <div class="hit"><button class="item-link" name="c" value="{{ it.asin }}">{{ it.asin }}</button>
     <div>{{ it.title }}</div><div class="price">{{ it.price_text }}</div></div>
   {% endfor %}
   {% elif page == "item" or page == "sub" %}
-  <div class="row"><a class="btn" id="prev" href="{{ click(prev) }}">{{ prev }}</a></div>
+  <div class="row"><button id="prev" name="c" value="{{ prev }}">{{ prev }}</button></div>
   {% endif %}
   {% if page == "item" %}
   {% for name, values in item.options.items() %}
   <div class="row option-group"><h4>{{ name }}</h4>
     {% for v in values %}
     {% set sel = selected.get(name.lower()) == v.lower() %}
-    <a class="btn option{% if sel %} selected{% endif %}" aria-pressed="{{ 'true' if sel else 'false' }}"
-      href="{{ click(v) }}">{% if sel %}&#10003; {% endif %}{{ v }}</a>
+    <button class="option{% if sel %} selected{% endif %}" aria-pressed="{{ 'true' if sel else 'false' }}"
+      name="c" value="{{ v }}">{% if sel %}&#10003; {% endif %}{{ v }}</button>
     {% endfor %}
   </div>
   {% endfor %}
@@ -118,12 +176,14 @@ _PAGE = """{% autoescape true %}<!DOCTYPE html>
   <h4>Price: {{ item.price_text }}</h4>
   <h4>Rating: {{ rating }}</h4>
   <div class="row">
-    {% for b in sub_buttons %}<a class="btn sub-link" href="{{ click(b) }}">{{ b }}</a>{% endfor %}
+    {% for b in sub_buttons %}<button class="sub-link" name="c" value="{{ b }}">{{ b }}</button>{% endfor %}
   </div>
-  <div class="row"><a class="btn buy" id="buy-now" href="{{ click(buy) }}">{{ buy }}</a></div>
+  <div class="row"><button class="buy" id="buy-now" name="c" value="{{ buy }}">{{ buy }}</button></div>
   {% elif page == "sub" %}
   <h3>{{ sub }}</h3>
   <div id="sub-content">{% for line in sub_content %}<p>{{ line }}</p>{% endfor %}</div>
+  {% endif %}
+  </form>
   {% endif %}
 {% endif %}
 </body></html>{% endautoescape %}"""
@@ -133,12 +193,25 @@ _ERROR = """{% autoescape true %}<!DOCTYPE html><html lang="en"><head><meta char
 <p><a href="/">Start a new task</a></p></body></html>{% endautoescape %}"""
 
 
-class SessionStore:
-    """Live sessions keyed by random ids; thread-safe; least recently used evicted past ``cap``.
+@dataclass
+class _Entry:
+    """A live session: its lock (one shopper's requests are serialised), its task id, and the
+    snapshots of its last steps (``history[-1]`` is the current step, number ``step``)."""
 
-    Each entry carries its own lock, so one shopper's requests are serialised while different
-    shoppers proceed concurrently.
-    """
+    session: Session
+    lock: threading.Lock
+    task_id: int
+    history: list[tuple]
+    step: int = 0
+
+    def snapshot_at(self, step: int) -> tuple | None:
+        """The snapshot after ``step`` actions, or None when it is in the future or forgotten."""
+        back = self.step - step
+        return self.history[-1 - back] if 0 <= back < len(self.history) else None
+
+
+class SessionStore:
+    """Live sessions keyed by random ids; thread-safe; least recently used evicted past ``cap``."""
 
     def __init__(self, cap: int = MAX_SESSIONS) -> None:
         if cap < 1:
@@ -146,19 +219,20 @@ class SessionStore:
         self.cap = cap
         self.errors = 0  # unexpected exceptions answered 500
         self._lock = threading.Lock()
-        self._items: OrderedDict[str, tuple[Session, threading.Lock, int]] = OrderedDict()
+        self._items: OrderedDict[str, _Entry] = OrderedDict()
 
     def add(self, session: Session, task_id: int) -> str:
         sid = secrets.token_urlsafe(16)
+        entry = _Entry(session, threading.Lock(), task_id, [session.snapshot()])
         with self._lock:
             while sid in self._items:  # pragma: no cover - 128 random bits
                 sid = secrets.token_urlsafe(16)
-            self._items[sid] = (session, threading.Lock(), task_id)
+            self._items[sid] = entry
             while len(self._items) > self.cap:
                 self._items.popitem(last=False)
         return sid
 
-    def get(self, sid: str) -> tuple[Session, threading.Lock, int] | None:
+    def get(self, sid: str) -> _Entry | None:
         with self._lock:
             entry = self._items.get(sid)
             if entry is not None:
@@ -187,19 +261,31 @@ def _check_text(value: str | None, name: str, max_chars: int) -> str:
     return value
 
 
+def _number(raw: str | None, name: str, below: int | None = None) -> int | None:
+    """An optional non-negative integer parameter (None when absent or empty), else 400."""
+    from flask import abort
+
+    if raw is None or raw == "":
+        return None
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= _MAX_NUMBER_CHARS):
+        abort(400, f"{name} must be a non-negative integer")
+    value = int(raw)
+    if below is not None and value >= below:
+        abort(400, f"{name} must be below {below}")
+    return value
+
+
 def _page_context(session: Session, sid: str) -> dict[str, Any]:
     """Everything the template shows for the session's current page.
 
     ``Session.view()`` is the same page record the text observation is rendered from, so the HTML
     shows exactly what the text mode shows.
     """
-    base = f"/s/{sid}"
     view = session.view()
     ctx: dict[str, Any] = {
         "page": session.page.value,
         "instruction": session.goal.instruction_text,
-        "base": base,
-        "click": lambda c: f"{base}/click?c={quote(str(c), safe='')}",
+        "base": f"/s/{sid}",
         "back": BACK_TO_SEARCH, "prev": PREV_PAGE, "next": NEXT_PAGE, "buy": BUY_NOW,
         "max_query": MAX_QUERY_CHARS,
     }
@@ -207,7 +293,8 @@ def _page_context(session: Session, sid: str) -> dict[str, Any]:
     if page is Page.DONE:
         purchase = session.purchase
         ctx["purchase"] = purchase
-        ctx["parts"] = purchase.parts.as_dict()
+        parts = purchase.parts.as_dict()
+        ctx["parts"] = [(label, show(parts)) for label, show in _PART_ROWS]
     elif page is Page.RESULTS:
         ctx["page_no"] = view.page_no
         ctx["total"] = view.total_results
@@ -251,11 +338,13 @@ def create_app(
                       doc_ids_factory=lambda: (catalog.asin(i) for i in range(len(catalog))))
 
     app = flask.Flask(__name__)
-    app.config["MAX_CONTENT_LENGTH"] = 16 * 1024  # GET-only site: no bodies worth reading
+    app.config["MAX_CONTENT_LENGTH"] = 16 * 1024  # forms of a few short fields: no bodies worth reading
     store = SessionStore(max_sessions)
     app.extensions["rspo_webshop"] = store
+    start_template = app.jinja_env.from_string(_START)
     page_template = app.jinja_env.from_string(_PAGE)
     error_template = app.jinja_env.from_string(_ERROR)
+    task_note = {"split": split, "n_tasks": len(task_ids), "style": _STYLE}
 
     def html(body: str, code: int = 200) -> Any:
         resp = flask.make_response(body, code)
@@ -266,54 +355,87 @@ def create_app(
         resp.headers["Cache-Control"] = "no-store"
         return resp
 
-    def lookup(sid: str) -> tuple[Session, threading.Lock, int]:
+    def lookup(sid: str) -> _Entry:
         entry = store.get(sid) if len(sid) <= _MAX_SID_CHARS else None
         if entry is None:
             abort(404, "unknown or expired session; start a new one at /")
         return entry
 
     def act(sid: str, action: str) -> Any:
-        session, lock, _ = lookup(sid)
-        with lock:
+        """Apply ``action`` from the step in field ``at`` (default: the current one); 303 to the
+        new step's page."""
+        entry = lookup(sid)
+        with entry.lock:
+            at = _number(request.form.get("at"), "at")
+            at = entry.step if at is None else at
+            snapshot = entry.snapshot_at(at)
+            if snapshot is None:
+                abort(409, f"step {at} of this task is not available; go to /s/{sid}")
+            session = entry.session
+            if at != entry.step:
+                if session.done:
+                    abort(409, "this task is finished: the purchase is final; start a new task at /")
+                session.restore(snapshot)
             result = session.step(action)
-        if not result.valid:
-            abort(400, "that action is not available on this page")
-        return redirect(f"/s/{sid}", code=303)
+            if not result.valid:
+                session.restore(entry.history[-1])
+                abort(400, "that action is not available on this page")
+            del entry.history[len(entry.history) - (entry.step - at):]
+            entry.history.append(session.snapshot())
+            del entry.history[:-MAX_HISTORY]
+            entry.step = at + 1
+        return redirect(f"/s/{sid}/{entry.step}", code=303)
 
     @app.get("/")
     def start() -> Any:
-        raw = request.args.get("task_id")
-        if raw is None:
+        task_id = _number(request.args.get("task_id"), "task_id", len(task_ids))
+        return html(start_template.render(task_id=task_id, **task_note))
+
+    @app.post("/new")
+    def new() -> Any:
+        raw = request.form.get("task_id")
+        task_id = _number(raw.strip() if raw is not None else None, "task_id", len(task_ids))
+        if task_id is None:
             task_id = secrets.randbelow(len(task_ids))
-        else:
-            if not (raw.isascii() and raw.isdigit() and len(raw) <= _MAX_TASK_ID_CHARS):
-                abort(400, "task_id must be a non-negative integer")
-            task_id = int(raw)
-            if task_id >= len(task_ids):
-                abort(400, f"task_id must be below {len(task_ids)} for split {split!r}")
         session = Session(catalog, index, goals[task_ids[task_id]])
-        return redirect(f"/s/{store.add(session, task_id)}", code=303)
+        return redirect(f"/s/{store.add(session, task_id)}/0", code=303)
 
     @app.get("/s/<sid>")
-    def show(sid: str) -> Any:
-        session, lock, task_id = lookup(sid)
-        with lock:
-            ctx = _page_context(session, sid)
-            body = page_template.render(style=_STYLE, task_id=task_id, **ctx)
+    def current(sid: str) -> Any:
+        return redirect(f"/s/{sid}/{lookup(sid).step}", code=303)
+
+    @app.get("/s/<sid>/<int:step>")
+    def show(sid: str, step: int) -> Any:
+        entry = lookup(sid)
+        with entry.lock:
+            snapshot = entry.snapshot_at(step)
+            if snapshot is None:
+                abort(404, f"no step {step} in this task (now at step {entry.step}); go to /s/{sid}")
+            session = entry.session
+            past, finished = step != entry.step, session.done
+            if past:
+                session.restore(snapshot)
+            try:
+                ctx = _page_context(session, sid)
+                body = page_template.render(task_id=entry.task_id, step=step, current=entry.step, past=past,
+                                            finished=finished, **task_note, **ctx)
+            finally:
+                if past:
+                    session.restore(entry.history[-1])
         return html(body)
 
-    @app.get("/s/<sid>/search")
+    @app.post("/s/<sid>/search")
     def search(sid: str) -> Any:
         lookup(sid)
-        query = _check_text(request.args.get("q"), "q", MAX_QUERY_CHARS)
+        query = _check_text(request.form.get("q"), "q", MAX_QUERY_CHARS)
         if "[" in query or "]" in query:
             abort(400, "parameter 'q' must not contain '[' or ']'")
         return act(sid, f"search[{query}]")
 
-    @app.get("/s/<sid>/click")
+    @app.post("/s/<sid>/click")
     def click(sid: str) -> Any:
         lookup(sid)
-        c = _check_text(request.args.get("c"), "c", MAX_CLICK_CHARS)
+        c = _check_text(request.form.get("c"), "c", MAX_CLICK_CHARS)
         return act(sid, f"click[{c}]")
 
     @app.errorhandler(HTTPException)
@@ -322,8 +444,8 @@ def create_app(
             return exc
         message = exc.description if exc.code < 500 else "internal error"
         resp = html(error_template.render(code=exc.code, message=message), exc.code)
-        if exc.code == 405:
-            resp.headers["Allow"] = "GET, HEAD"
+        if exc.code == 405 and getattr(exc, "valid_methods", None):
+            resp.headers["Allow"] = ", ".join(sorted(exc.valid_methods))
         return resp
 
     @app.errorhandler(Exception)

@@ -394,3 +394,31 @@ def test_current_item_score_off_item(sess):
     assert sess.current_item_score() == 0.0
     sess.step("search[hair]")
     assert sess.current_item_score() == 0.0
+
+
+# ----------------------------------------------------------------------------- memory
+
+
+def test_bought_sessions_share_the_noun_extractor(catalog, index, goal):
+    """A session kept after its purchase (the web UI keeps up to 10,000) holds no per-session copy
+    of the catalog's noun vocabulary: the extractor is one object per process."""
+    import gc
+    import tracemalloc
+
+    def bought() -> Session:
+        sess = Session(catalog, index, goal)
+        sess.step("search[hair extensions]")
+        sess.step(f"click[{next(c for c in sess.available_actions()['clickables'] if c in catalog)}]")
+        assert sess.step("click[buy now]").done
+        return sess
+
+    first = bought()  # the shared extractor and the catalog's items are made before measuring
+    gc.collect()
+    tracemalloc.start()
+    kept = [bought() for _ in range(40)]
+    gc.collect()
+    retained, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    # ~1.7 KB a session; ~53 KB when each session built its own extractor
+    assert retained / len(kept) < 8_000, retained / len(kept)
+    assert all(s._noun_extractor() is first._noun_extractor() for s in kept)
