@@ -200,6 +200,10 @@ class TrainerConfig:
     """Checkpoint every this many iterations (0: only at the end of ``learn()``)."""
     progress: bool = True
     """Show a progress bar (tqdm) on a terminal."""
+    report_to: str = "none"
+    """Where metrics go besides ``metrics.jsonl`` and ``metrics.csv`` (TRL's name): ``none``,
+    ``tensorboard`` (event files in ``<output_dir>/tensorboard``; the ``[llm]`` extra installs it)
+    or ``wandb`` (a Weights & Biases run named after the run folder; ``pip install wandb``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "config_class": type(self).__name__}
