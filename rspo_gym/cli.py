@@ -256,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     quick.add_argument("--task-type", default=defaults.task_type, help="ALFWorld task type of the task set")
     quick.add_argument("--train-tasks", type=int, default=defaults.train_tasks, help="size of the training task set")
     quick.add_argument("--eval-tasks", type=int, default=defaults.eval_tasks, help="held-out tasks per evaluation")
-    quick.add_argument("--budget-minutes", type=float, default=defaults.budget_minutes, help="wall-clock budget")
+    quick.add_argument("--budget-minutes", type=float, default=defaults.budget_minutes, help="wall-clock limit of the whole run")
     quick.add_argument("--iterations", type=int, default=defaults.iterations, help="upper bound on RL iterations")
     quick.add_argument("--output-dir", default=defaults.output_dir, help="results folder")
     quick.add_argument("--seed", type=int, default=defaults.seed, help="seed of everything")

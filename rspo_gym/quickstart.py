@@ -50,7 +50,9 @@ class QuickstartConfig:
     eval_tasks: int = 30
     """Held-out tasks per evaluation."""
     budget_minutes: float = 9.0
-    """Wall-clock budget for the whole run (9 leaves room for the last iteration: 10 min in all)."""
+    """Wall-clock limit for the whole run: loading, the first evaluation, training and the last
+    evaluation end within it (training stops early enough; saving the policy and the plot takes
+    seconds more)."""
     iterations: int = 40
     """Upper bound on RL iterations."""
     eval_every: int = 2

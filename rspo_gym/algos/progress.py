@@ -42,7 +42,7 @@ class TrainingProgress:
             return tqdm(total=iterations, initial=done, desc=description, leave=False)
         return tqdm(
             total=max(1, round(budget_s)), desc=description, leave=False,
-            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s of the time budget, {postfix}",
+            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s of the time budget{postfix}",
         )
 
     def phase(self, iteration: int, text: str) -> None:
