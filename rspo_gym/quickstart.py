@@ -173,7 +173,8 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, A
     (out / "summary.md").write_text(_markdown(summary), encoding="utf-8")
     trainer.close()
     print(_markdown(summary))
-    print(f"results in {out}/ (metrics.csv, learning_curve.png, summary.md, config.json, checkpoint.pt, policy/)")
+    written = ("metrics.csv", "learning_curve.png", "summary.md", "config.json", "checkpoint.pt", "policy/")
+    print(f"results in {out}/ ({', '.join(name for name in written if (out / name).exists())})")
     return summary
 
 
