@@ -10,6 +10,7 @@ the Hub's downloads) are silenced while the loop saves, so they do not break int
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -24,13 +25,31 @@ def another_iteration_fits(now: float, deadline: float | None, iteration_s: floa
 
 
 class TrainingProgress:
-    """The loop's display: a tqdm bar on a terminal (or nothing), and messages above it."""
+    """The loop's display: a tqdm bar on a terminal (or nothing), and messages above it.
 
-    def __init__(self, enabled: bool, description: str, iterations: int, done: int, budget_s: float | None):
+    A daemon thread redraws the bar every ``refresh_s`` seconds, so its clock (and, under a time
+    budget, its count) moves during a long rollout instead of sitting still until the next phase.
+    """
+
+    def __init__(self, enabled: bool, description: str, iterations: int, done: int, budget_s: float | None,
+                 refresh_s: float = 1.0):
         self.iterations = iterations
         self.budget_s = budget_s
         self.started = time.perf_counter()
         self.bar = self._make_bar(description, iterations, done, budget_s) if enabled else None
+        self._stop = threading.Event()
+        if self.bar is not None:
+            threading.Thread(target=self._tick, args=(refresh_s,), daemon=True).start()
+
+    def _tick(self, refresh_s: float) -> None:
+        while not self._stop.wait(refresh_s):
+            with self.bar.get_lock():
+                self._advance_clock()
+                self.bar.refresh()
+
+    def _advance_clock(self) -> None:
+        if self.budget_s is not None:
+            self.bar.n = min(self.bar.total, round(time.perf_counter() - self.started))
 
     @staticmethod
     def _make_bar(description: str, iterations: int, done: int, budget_s: float | None) -> Any:
@@ -49,8 +68,7 @@ class TrainingProgress:
         """Say what iteration ``iteration`` (0-based) is doing now."""
         if self.bar is None:
             return
-        if self.budget_s is not None:
-            self.bar.n = min(self.bar.total, round(time.perf_counter() - self.started))
+        self._advance_clock()
         self.bar.set_postfix_str(f"iteration {iteration + 1}/{self.iterations}: {text}")
 
     def iteration_done(self, iteration: int, success: float) -> None:
@@ -68,8 +86,10 @@ class TrainingProgress:
             print(text, flush=True)
 
     def close(self) -> None:
+        self._stop.set()
         if self.bar is not None:
-            self.bar.close()
+            with self.bar.get_lock():
+                self.bar.close()
 
 
 @contextlib.contextmanager

@@ -23,6 +23,19 @@ def test_budget_bar_counts_the_budget_not_the_iteration_bound():
     assert "0/40" not in line and "left" not in line
 
 
+def test_budget_bar_moves_between_phases():
+    import time
+
+    pytest.importorskip("tqdm")
+    progress = TrainingProgress(True, "rspo", iterations=40, done=0, budget_s=60.0, refresh_s=0.05)
+    progress.started -= 5.0  # as if the rollout had been running for 5 s without a phase change
+    deadline = time.perf_counter() + 10
+    while progress.bar.n < 5 and time.perf_counter() < deadline:
+        time.sleep(0.02)
+    progress.close()
+    assert progress.bar.n >= 5
+
+
 def test_iteration_bar_without_a_budget_and_messages_without_a_bar(capsys):
     pytest.importorskip("tqdm")
     progress = TrainingProgress(True, "grpo", iterations=3, done=1, budget_s=None)
