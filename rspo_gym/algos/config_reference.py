@@ -42,7 +42,7 @@ class ConfigField:
     """The class whose source sets this field's default (a subclass may override its parent's)."""
 
 
-def _class_source(cls: type) -> tuple[dict[str, tuple[str, str | None]], list[str]]:
+def _declared_fields(cls: type) -> dict[str, tuple[str, str | None]]:
     """``{field: (section, doc or None)}`` of the fields ``cls`` itself declares, in order."""
     source = textwrap.dedent(inspect.getsource(cls))
     lines = source.splitlines()
@@ -62,11 +62,11 @@ def _class_source(cls: type) -> tuple[dict[str, tuple[str, str | None]], list[st
         if isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant) and isinstance(following.value.value, str):
             doc = inspect.cleandoc(following.value.value)
         declared[node.target.id] = (section, doc)
-    return declared, lines
+    return declared
 
 
 def _declarations(cls: type) -> list[tuple[type, dict[str, tuple[str, str | None]]]]:
-    return [(klass, _class_source(klass)[0]) for klass in cls.__mro__ if dataclasses.is_dataclass(klass)]
+    return [(klass, _declared_fields(klass)) for klass in cls.__mro__ if dataclasses.is_dataclass(klass)]
 
 
 def _default(field: dataclasses.Field) -> Any:
@@ -143,7 +143,7 @@ def render_markdown() -> str:
         fields = config_fields(cls)
         if cls is TrainerConfig:
             shown, parents = fields, fields
-            out += [f"## {cls.__name__}", "", _one_line(inspect.getdoc(cls) or ""), ""]
+            out += [f"## {cls.__name__}", "", _one_line(inspect.getdoc(cls) or "")]
         else:
             inherited = {f.name: f.default for f in parents}
             shown = [f for f in fields if f.name not in inherited or f.default != inherited[f.name]]
