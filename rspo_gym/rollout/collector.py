@@ -17,6 +17,7 @@ its truncated prompts; a prompt over the limit even without history stops the ro
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
@@ -27,7 +28,7 @@ from rspo_gym.rollout.prompts import FittedPrompt, PromptBuilder, parse_action, 
 from rspo_gym.rollout.trajectory import Rollout, StepRow, Trajectory
 from rspo_gym.rollout.vector import GroupedVectorEnv
 
-__all__ = ["CollectConfig", "collect", "constrained_choices"]
+__all__ = ["CollectConfig", "CollectionDeadline", "collect", "constrained_choices"]
 
 _QUERY_PLACEHOLDER = "search[<your query>]"
 
@@ -63,9 +64,16 @@ class CollectConfig:
     max_prompt_length: int | None = None
     """Token budget of a prompt (chat template included); longer prompts drop history entries
     oldest-first. None: no limit (verl-agent: 2048 for ALFWorld, 4096 for WebShop)."""
+    deadline: float | None = None
+    """A ``time.perf_counter()`` value after which no further turn starts: ``collect`` raises
+    ``CollectionDeadline`` instead (a trainer's time budget ran out mid-rollout). None: no deadline."""
 
     def builder(self, env_id: str | None) -> PromptBuilder:
         return PromptBuilder(template_for(env_id), history_length=self.history_length, think=self.think)
+
+
+class CollectionDeadline(RuntimeError):
+    """``CollectConfig.deadline`` passed before the rollout finished; the partial rollout is dropped."""
 
 
 def _turn_generation(generation: GenerationConfig, turn: int) -> GenerationConfig:
@@ -122,6 +130,8 @@ def collect(
         active = np.flatnonzero(venv.active).tolist()
         if not active:
             break
+        if config.deadline is not None and time.perf_counter() > config.deadline:
+            raise CollectionDeadline(f"the deadline passed before turn {turn + 1} of the rollout")
         fitted = [
             _checked(
                 i,

@@ -1,5 +1,6 @@
 """Trainer loop tests: every combination runs, RSPO's invariants hold, resume is exact."""
 
+import time
 from dataclasses import replace
 
 import pytest
@@ -143,11 +144,27 @@ def test_bad_arguments_get_clear_errors():
         GRPOTrainer("rspo/ALFWorld-v0", reward="vibes", **SMALL).learn()
 
 
-def test_time_budget_stops_after_an_evaluated_iteration(tmp_path):
+def test_time_budget_stops_after_an_evaluated_iteration(tmp_path, monkeypatch, capsys):
+    from rspo_gym.algos import trainer as trainer_module
+
+    monkeypatch.setattr(trainer_module, "another_iteration_fits", lambda *args: False)  # the budget allows one
     trainer = GRPOTrainer("rspo/ALFWorld-v0", output_dir=str(tmp_path), **dict(SMALL, iterations=5, eval_every=10))
-    history = trainer.learn(time_budget_s=0.001)
+    history = trainer.learn(time_budget_s=3600)
     assert len(history) == 1 and "eval/success" in history[-1]
     assert (tmp_path / "checkpoint.pt").exists()
+    assert "time budget: stopping after iteration 1, since another would not fit" in capsys.readouterr().out
+
+
+def test_time_budget_is_a_limit_even_mid_collection(tmp_path, capsys):
+    trainer = GRPOTrainer("rspo/ALFWorld-v0", output_dir=str(tmp_path), **dict(SMALL, iterations=5))
+    started = time.perf_counter()
+    history = trainer.learn(time_budget_s=0.0)  # spent before the first turn of the first rollout
+    assert history == [] and trainer.iteration == 0
+    assert "time budget reached while collecting iteration 1: its partial rollout is dropped" in capsys.readouterr().out
+    assert (tmp_path / "policy").is_dir() and not (tmp_path / "checkpoint.pt").exists()
+    assert time.perf_counter() - started < 30  # no update and no evaluation ran
+    trainer.config = replace(trainer.config, eval_every=0)
+    assert len(trainer.learn(1)) == 1 and trainer._collect_deadline is None  # the deadline does not outlive learn()
 
 
 def test_trainers_accept_env_factories_instances_and_vector_envs():

@@ -119,3 +119,26 @@ def test_to_batch_layout():
     assert batch.attention_mask.tolist() == [[1, 1, 1, 1, 1], [0, 0, 1, 1, 0]]
     assert batch.response_mask.tolist() == [[1, 1], [1, 0]]
     assert torch.equal(batch.old_logprobs, torch.tensor([[-0.5, -0.25], [-1.0, 0.0]]))
+
+
+def test_deadline_stops_a_rollout_between_turns(policy):
+    import time
+
+    from rspo_gym.rollout.collector import CollectionDeadline
+
+    venv = GroupedVectorEnv(lambda: DiscreteTextAdapter(gym.make("FrozenLake-v1", is_slippery=False)), 1, 2)
+    deadline = time.perf_counter() + 0.05
+
+    class _PastTheDeadline(_Scripted):
+        def generate(self, prompt_ids, config, allowed=None):
+            while time.perf_counter() <= deadline:  # the first turn outlasts the deadline
+                time.sleep(0.01)
+            return super().generate(prompt_ids, config, allowed)
+
+    scripted = _PastTheDeadline(policy.tokenizer, ["right", "right", "down", "down"])
+    with pytest.raises(CollectionDeadline, match="before turn 2"):
+        collect(scripted, venv, CollectConfig(max_turns=10, deadline=deadline), seed=0)
+    assert scripted.calls == [2]  # one turn played, none started after the deadline
+    unbounded = _Scripted(policy.tokenizer, ["right", "right", "down", "down", "down", "right"])
+    assert len(collect(unbounded, venv, CollectConfig(max_turns=6), seed=0).rows) > 2  # no deadline: plays on
+    venv.close()
