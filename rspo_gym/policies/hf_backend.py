@@ -139,6 +139,13 @@ def sample(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     return ids.gather(1, _race(weights, generator)[:, None]).squeeze(1)
 
 
+def _sample_rows(probs: torch.Tensor, generator: torch.Generator | list[torch.Generator]) -> torch.Tensor:
+    """``sample`` from one generator for the batch, or row by row from one generator per row."""
+    if isinstance(generator, torch.Generator):
+        return sample(probs, generator)
+    return torch.cat([sample(probs[b:b + 1], g) for b, g in enumerate(generator)])
+
+
 def _allowed_mask(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     """0 at each row's allowed ids (``(rows, K)``, ``-1``-padded, at least one per row), -inf elsewhere.
 
@@ -240,15 +247,22 @@ class HFBackend:
     ) -> GenerationOutput:
         if allowed is not None and len(allowed) != len(prompt_ids):
             raise ValueError(f"allowed has {len(allowed)} entries for {len(prompt_ids)} prompts")
-        generator = self.generator(next(self.model.parameters()).device, config.seed)
         n = len(prompt_ids)
+        device = next(self.model.parameters()).device
+        if config.row_seeds is not None:
+            if len(config.row_seeds) != n:
+                raise ValueError(f"row_seeds has {len(config.row_seeds)} entries for {n} prompts")
+            generators: list[torch.Generator] = [self.generator(device, seed) for seed in config.row_seeds]
+        else:
+            generators = [self.generator(device, config.seed)] * n
         texts: list[str] = [""] * n
         response_ids: list[list[int]] = [[] for _ in range(n)]
         logprobs: list[list[float]] = [[] for _ in range(n)]
         allowed_ids: list[list[list[int]]] | None = None if allowed is None else [[] for _ in range(n)]
         for chunk in self.chunks([len(p) for p in prompt_ids]):
             part = self._generate(
-                [prompt_ids[i] for i in chunk], config, None if allowed is None else [allowed[i] for i in chunk], generator
+                [prompt_ids[i] for i in chunk], config, None if allowed is None else [allowed[i] for i in chunk],
+                generators[chunk[0]] if config.row_seeds is None else [generators[i] for i in chunk],
             )
             for k, i in enumerate(chunk):
                 texts[i], response_ids[i], logprobs[i] = part.texts[k], part.response_ids[k], part.logprobs[k]
@@ -299,7 +313,7 @@ class HFBackend:
                 probs = torch.softmax(sample_logits, dim=-1)
                 if config.top_p < 1.0:
                     probs = _nucleus(probs, config.top_p)
-                next_tokens = sample(probs, generator)
+                next_tokens = _sample_rows(probs, generator)
             else:
                 next_tokens = sample_logits.argmax(dim=-1)
             # by the trainer's own function: the restricted distribution under constraints (module docstring)
