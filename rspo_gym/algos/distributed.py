@@ -99,7 +99,10 @@ class Accelerated(SingleProcess):
         from accelerate import Accelerator
         from accelerate.utils import DistributedDataParallelKwargs
 
-        self.accelerator = Accelerator(kwargs_handlers=[DistributedDataParallelKwargs(broadcast_buffers=False)])
+        # cpu=True where there is no GPU: accelerate otherwise takes a CPU job for one process
+        self.accelerator = Accelerator(
+            cpu=not torch.cuda.is_available(), kwargs_handlers=[DistributedDataParallelKwargs(broadcast_buffers=False)]
+        )
         self.rank = self.accelerator.process_index
         self.world_size = self.accelerator.num_processes
         self.is_main = self.accelerator.is_main_process
