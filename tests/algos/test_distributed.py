@@ -104,3 +104,43 @@ def test_two_rank_run_resumes_after_sigkill_exactly(tmp_path):
         _close(row, expected)
     full = torch.load(tmp_path / "full" / "weights-rank0.pt")
     assert _max_difference(torch.load(tmp_path / "cut" / "weights-rank1.pt"), full) < 1e-5
+
+
+def test_rollouts_do_not_depend_on_how_groups_are_split():
+    from rspo_gym.rollout.collector import collect
+
+    trainer = GRPOTrainer("rspo/ALFWorld-v0", "tiny-untrained", num_groups=2, group_size=2, max_turns=3, progress=False, seed=2)
+    config, seeds = trainer.collect_config(0), trainer.row_seeds(0, 2)
+    whole = collect(trainer.policy, trainer.venv, config, seed=40, row_seeds=seeds)
+    halves = []
+    for g in range(2):
+        venv = GRPOTrainer("rspo/ALFWorld-v0", "tiny-untrained", num_groups=1, group_size=2, progress=False).venv
+        halves.append(collect(trainer.policy, venv, config, seed=40 + g, row_seeds=seeds[2 * g:2 * g + 2]))
+    responses = [r.response_ids for r in whole.rows]
+    assert responses == [r.response_ids for half in halves for r in half.rows]
+    assert len({tuple(r) for r in responses}) > 1  # sampled, not one repeated reply
+    for row, expected in zip(whole.rows, [r for half in halves for r in half.rows]):
+        assert row.logprobs == pytest.approx(expected.logprobs, abs=1e-5)
+
+
+def test_a_trainer_on_ray_env_workers_collects_the_in_process_rollout():
+    ray = pytest.importorskip("ray", reason="the Ray pool needs the [ray] extra")
+    from rspo_gym.rollout.ray_pool import RayEnvs
+
+    kwargs = dict(num_groups=2, group_size=2, max_turns=3, progress=False, seed=4)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    remote = GRPOTrainer("rspo/ALFWorld-v0", "tiny-untrained", env_pool="ray", env_workers=2, **kwargs)
+    try:
+        assert isinstance(remote.venv.pool, RayEnvs)
+        local = GRPOTrainer("rspo/ALFWorld-v0", "tiny-untrained", **kwargs)
+        assert remote.collect(0) == local.collect(0)
+    finally:
+        remote.close()
+        ray.shutdown()
+
+
+def test_bad_env_pool_settings_get_clear_errors():
+    with pytest.raises(ValueError, match="env_pool must be one of"):
+        GRPOTrainer("rspo/ALFWorld-v0", "tiny-untrained", env_pool="threads", progress=False)
+    with pytest.raises(ValueError, match="env_workers must be a positive integer"):
+        GRPOTrainer("rspo/ALFWorld-v0", "tiny-untrained", env_pool="processes", env_workers=0, progress=False)
