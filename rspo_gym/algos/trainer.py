@@ -78,6 +78,11 @@ def _seed(*parts: int) -> int:
     return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0])
 
 
+def _engine_folder(checkpoint: Path) -> Path:
+    """Where a sharded engine's state lives beside ``checkpoint.pt``: ``checkpoint_engine/``."""
+    return checkpoint.with_name(checkpoint.stem + "_engine")
+
+
 def resolve_precision(precision: str | None, device_type: str) -> str:
     """The config's precision, or the default for a device: ``bf16-mixed`` on CUDA, else ``fp32``."""
     if precision is None:
@@ -165,8 +170,8 @@ class Trainer:
         self.policy = self._make_policy(model)
         if self.config.gradient_checkpointing:
             self.policy.enable_gradient_checkpointing()
+        self.reference = self._make_reference(self.policy) if self.config.kl_coef > 0 else None  # before an engine shards the policy
         self.optimizer = self._make_optimizer(self.policy)
-        self.reference = self._make_reference(self.policy) if self.config.kl_coef > 0 else None
         self.iteration = 0
         self.history: list[dict[str, Any]] = []
         self._eval_venvs: dict[tuple[str | None, int], GroupedVectorEnv] = {}
@@ -610,13 +615,17 @@ class Trainer:
     def load_state(self, state: dict[str, Any]) -> None:
         self.iteration = state["iteration"]
         self.history = list(state["history"])
-        self.policy.load_state_dict(state["policy"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        if "policy" in state:  # else the engine's sharded state, loaded by load_checkpoint
+            self.policy.load_state_dict(state["policy"])
+            self.optimizer.load_state_dict(state["optimizer"])
 
     def save_checkpoint(self, path: str | Path | None = None) -> Path:
         """Write ``checkpoint.pt`` atomically (temp file + rename): a crash never leaves half a file."""
         path = Path(path) if path is not None else self._require_output_dir() / "checkpoint.pt"
         state = self.state()
+        if self.dist.shards_state:  # FSDP / DeepSpeed: weights and optimizer sharded, in the engine's format
+            self.dist.save_engine_state(_engine_folder(path))
+            del state["policy"], state["optimizer"]
         self.dist.barrier()  # ranks hold the same weights after the update: rank 0 writes them
         if self.dist.is_main:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -627,7 +636,10 @@ class Trainer:
         return path
 
     def load_checkpoint(self, path: str | Path) -> None:
-        self.load_state(torch.load(path, map_location="cpu", weights_only=False))  # copied onto the device by load_state
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        if "policy" not in state:  # written under FSDP / DeepSpeed
+            self.dist.load_engine_state(_engine_folder(Path(path)))
+        self.load_state(state)  # copied onto the device by load_state
 
     def _require_output_dir(self) -> Path:
         if self.output_dir is None:
@@ -725,6 +737,8 @@ class Trainer:
         options: dict[str, Any] = {"enable_sleep_mode": True} if sleep else {}
         if c.max_prompt_length is not None:
             options["max_model_len"] = c.max_prompt_length + c.max_new_tokens
+        if self.dist.world_size > 1:  # one engine per rank, on the launcher's processes (TRL's colocate mode)
+            options["distributed_executor_backend"] = "external_launcher"
         options.update(c.vllm_kwargs)
         return VLLMBackend(
             model, tokenizer, dtype="float32" if self.precision == "fp32" else "bfloat16", seed=c.seed,
