@@ -41,7 +41,10 @@ def group_share(num_groups: int, world_size: int, rank: int) -> range:
     [[0, 1], [2, 3, 4]]
     """
     if num_groups < world_size:
-        raise ValueError(f"num_groups={num_groups} is fewer than the {world_size} ranks: every rank plays whole groups")
+        raise ValueError(
+            f"{num_groups} task groups (num_groups, or evaluation tasks) for {world_size} ranks: "
+            "every rank plays at least one whole group"
+        )
     bounds = [num_groups * r // world_size for r in range(world_size + 1)]
     return range(bounds[rank], bounds[rank + 1])
 
@@ -82,12 +85,6 @@ class SingleProcess:
 
     def accumulating(self, policy, last: bool):
         return nullcontext()
-
-    def save_engine_state(self, folder) -> None:
-        raise NotImplementedError("one process keeps its whole state in checkpoint.pt")
-
-    def load_engine_state(self, folder) -> None:
-        raise NotImplementedError("one process keeps its whole state in checkpoint.pt")
 
     def backward(self, loss: torch.Tensor) -> None:
         loss.backward()
