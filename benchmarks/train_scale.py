@@ -231,7 +231,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     clock = PhaseClock(trainer)
     clock.wrap_generate(trainer.policy)
-    clock.wrap_generate(trainer.explorer)
+    if trainer.explorer is not None:
+        clock.wrap_generate(trainer.explorer)
     clock.wrap_trainer()
     start = time.perf_counter()
     rollout = trainer.collect(0)  # the loop of learn(), without its evaluation, logging and saving
