@@ -65,6 +65,9 @@ class SingleProcess:
     def prepare(self, policy, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
         return optimizer
 
+    def release(self, policy, optimizer: torch.optim.Optimizer) -> None:
+        """Forget a policy's prepared modules and optimizer before they are replaced."""
+
     def minibatches(self, order: torch.Tensor, mini_batch_size: int) -> Sequence[torch.Tensor]:
         return order.split(mini_batch_size)
 
@@ -134,6 +137,13 @@ class Accelerated(SingleProcess):
         if policy.value_head is not None:
             policy.train_value_head = prepared[1]
         return prepared[-1]
+
+    def release(self, policy, optimizer: torch.optim.Optimizer) -> None:
+        """Drop them from accelerate's registries, which would otherwise keep every replaced RSPO
+        explorer copy alive (as ``Accelerator.free_memory`` does for everything)."""
+        gone = [m for m in (policy.train_model, policy.train_value_head, optimizer) if m is not None]
+        self.accelerator._models = [m for m in self.accelerator._models if not any(m is g for g in gone)]
+        self.accelerator._optimizers = [o for o in self.accelerator._optimizers if not any(o is g for g in gone)]
 
     def minibatches(self, order: torch.Tensor, mini_batch_size: int) -> Sequence[torch.Tensor]:
         """As many optimizer steps as one process takes over the global rows, each taking a

@@ -211,6 +211,8 @@ class RSPOTrainer(Trainer):
 
         c = self.config
         learner = self.policy
+        if self.explorer is not None:  # its engine wrappers and optimizer are replaced below
+            self.dist.release(self.explorer, self.explorer_optimizer)
         if learner.adapter is not None:
             if self.explorer is None:
                 backend = learner.backend.sharing(learner.model, adapter="explorer") if hasattr(learner.backend, "sharing") else None
