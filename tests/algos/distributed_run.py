@@ -3,7 +3,8 @@
 ``torchrun --standalone --nproc_per_node N tests/algos/distributed_run.py OUT ITERATIONS [KILL_AFTER]``
 trains the random tiny model in fp32 on CPU (gloo) with the settings of ``SETTINGS``, writes each
 rank's final weights to ``OUT/weights-rank<r>.pt`` and, with ``KILL_AFTER``, SIGKILLs rank 0 after
-that iteration's checkpoint (the launcher then ends the other ranks).
+that iteration's checkpoint (the launcher then ends the other ranks). With ``RSPO=1`` in the
+environment it trains RSPO-GRPO with a full-copy explorer instead (``RSPO_SETTINGS``).
 """
 
 import os
@@ -15,15 +16,20 @@ SETTINGS = dict(
     checkpoint_every=1, precision="fp32", learning_rate=1e-3, progress=False, seed=11, kl_coef=0.0,
 )
 
+RSPO_SETTINGS = dict(base="grpo", swap="explorer", explorer_group_size=1, explorer_sync_every=2)
 
-def main(out: str, iterations: int, kill_after: int | None) -> None:
+
+def main(out: str, iterations: int, kill_after: int | None, rspo: bool = False) -> None:
     import torch
 
     import rspo_gym  # noqa: F401
-    from rspo_gym.algos import GRPOTrainer
+    from rspo_gym.algos import GRPOTrainer, RSPOTrainer
 
     torch.set_num_threads(1)
-    trainer = GRPOTrainer("rspo/ALFWorld-v0", "tiny-untrained", output_dir=out, **SETTINGS)
+    if rspo:
+        trainer = RSPOTrainer("rspo/ALFWorld-v0", "tiny-untrained", output_dir=out, **SETTINGS, **RSPO_SETTINGS)
+    else:
+        trainer = GRPOTrainer("rspo/ALFWorld-v0", "tiny-untrained", output_dir=out, **SETTINGS)
 
     def stop(trainer, metrics):
         if kill_after is not None and metrics["iteration"] == kill_after and trainer.dist.is_main:
@@ -35,4 +41,4 @@ def main(out: str, iterations: int, kill_after: int | None) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else None)
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else None, os.environ.get("RSPO") == "1")

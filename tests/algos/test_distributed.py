@@ -6,6 +6,7 @@ same rows, up to float rounding (the engine path scores full logits, one process
 """
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -30,11 +31,11 @@ TORCHRUN = shutil.which("torchrun")
 needs_torchrun = pytest.mark.skipif(TORCHRUN is None, reason="torchrun is not installed")
 
 
-def _launch(out: Path, iterations: int, kill_after: int | None = None, ranks: int = 2) -> subprocess.CompletedProcess:
+def _launch(out: Path, iterations: int, kill_after: int | None = None, ranks: int = 2, rspo: bool = False) -> subprocess.CompletedProcess:
     args = [TORCHRUN, "--standalone", f"--nproc_per_node={ranks}", str(SCRIPT), str(out), str(iterations)]
     if kill_after is not None:
         args.append(str(kill_after))
-    env = {**__import__("os").environ, "PYTHONPATH": str(SCRIPT.parents[2]), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "PYTHONPATH": str(SCRIPT.parents[2]), "HF_HUB_OFFLINE": "1", "RSPO": "1" if rspo else "0"}
     return subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
 
 
@@ -106,6 +107,21 @@ def test_two_rank_run_resumes_after_sigkill_exactly(tmp_path):
         _close(row, expected)
     full = torch.load(tmp_path / "full" / "weights-rank0.pt")
     assert _max_difference(torch.load(tmp_path / "cut" / "weights-rank1.pt"), full) < 1e-5
+
+
+@pytest.mark.slow
+@needs_torchrun
+def test_rspo_explorer_under_two_ranks_trains_like_one_process(tmp_path):
+    # 3 iterations: the explorer is re-synced (a new copy and optimizer, prepared again) at the 3rd
+    launched = _launch(tmp_path / "two", 3, rspo=True)
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    run_script(str(tmp_path / "one"), 3, None, rspo=True)
+    rows = _rows(tmp_path / "two" / "metrics.jsonl")
+    assert len(rows) == 3 and all(row["explorer/replayed_rows"] > 0 for row in rows)
+    for row, expected in zip(rows, _rows(tmp_path / "one" / "metrics.jsonl"), strict=True):
+        _close(row, expected)
+    single = torch.load(tmp_path / "one" / "weights-rank0.pt")
+    assert _max_difference(torch.load(tmp_path / "two" / "weights-rank1.pt"), single) < 1e-5
 
 
 def test_rollouts_do_not_depend_on_how_groups_are_split():
