@@ -133,6 +133,8 @@ class Accelerated(SingleProcess):
         """
         modules = [policy.model] + ([policy.value_head] if policy.value_head is not None else [])
         prepared = self.accelerator.prepare(*modules, optimizer)
+        if self.accelerator.distributed_type.name == "NO":  # one process, no engine: the plain paths
+            return prepared[-1]
         policy.train_model = prepared[0]
         if policy.value_head is not None:
             policy.train_value_head = prepared[1]
