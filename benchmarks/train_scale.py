@@ -222,7 +222,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     policy = random_policy(shape, args.layers)
     trainer = RSPOTrainer(
         "rspo/ALFWorld-v0", model=policy, base="gigpo", swap="explorer", lora_r=args.lora_r,
-        explorer_group_size=args.group_size // 2, num_groups=args.groups, group_size=args.group_size,
+        explorer_group_size=args.group_size // 2 if args.explorer_group_size is None else args.explorer_group_size, num_groups=args.groups, group_size=args.group_size,
         max_turns=args.max_turns, max_prompt_length=args.max_prompt_length, max_new_tokens=args.max_new_tokens,
         think=True, constrained=False, generation_backend=args.backend, precision=args.precision, recompute_old_logprobs=True,
         gradient_checkpointing=args.gradient_checkpointing, max_tokens_per_micro_batch=args.max_tokens_per_micro_batch,
@@ -231,7 +231,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     clock = PhaseClock(trainer)
     clock.wrap_generate(trainer.policy)
-    clock.wrap_generate(trainer.explorer)
+    if trainer.explorer is not None:
+        clock.wrap_generate(trainer.explorer)
     clock.wrap_trainer()
     start = time.perf_counter()
     rollout = trainer.collect(0)  # the loop of learn(), without its evaluation, logging and saving
@@ -250,7 +251,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "parameters": sum(p.numel() for p in trainer.policy.model.parameters()),
         "env_steps": len(rows), "generated_tokens": sum(len(r.response_ids) for r in rows),
         "success": metrics["rollout/success"], "iteration_seconds": total, "phases": clock.phases,
-        "update_bytes_per_token_per_layer": per_token_layer, "largest_micro_batch_tokens": clock.activations["tokens"],
+        "update_bytes_per_token_per_layer": per_token_layer, "train": {k: v for k, v in metrics.items() if k.startswith("train/")}, "largest_micro_batch_tokens": clock.activations["tokens"],
     }
 
 
@@ -274,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", choices=("hf", "vllm"), default="hf")
     parser.add_argument("--precision", choices=("fp32", "bf16-mixed", "bf16"), default=None)
     parser.add_argument("--lora-r", type=int, default=0, help="LoRA rank of the learner (0: full fine-tuning)")
+    parser.add_argument("--explorer-group-size", type=int, default=None, help="RSPO's M (default: half the group size; 0: GiGPO alone)")
     parser.add_argument("--groups", type=int, default=16)
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--max-turns", type=int, default=50)

@@ -136,6 +136,8 @@ def _train(args: argparse.Namespace) -> int:
         extra.update(base=args.base, swap=args.swap)
     trainer = _trainer(args.algo, args.env, args.model, {**_config_overrides(args.set), **extra})
     history = trainer.learn(args.iterations)  # writes metrics, config, checkpoint, policy/ and the curve
+    if not trainer.dist.is_main:  # under a launcher, rank 0 reports
+        return 0
     last = history[-1] if history else {}
     for key in sorted(k for k in last if k.startswith(("rollout/", "eval/"))):
         print(f"{key:40s} {last[key]:.4f}")

@@ -267,6 +267,7 @@ def gae_advantages(
     gamma: float,
     lam: float,
     eps: float = 1e-8,
+    sum_over_ranks: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Token-level GAE with masked carry-through and masked whitening (PPO with a critic).
 
@@ -283,6 +284,8 @@ def gae_advantages(
         gamma: discount; verl-agent's PPO default is 1.0.
         lam: GAE lambda; verl-agent's PPO default is 1.0.
         eps: added to the variance before ``rsqrt`` in the whitening (``1e-8`` as in verl).
+        sum_over_ranks: sums a tensor over data-parallel ranks, so the whitening moments are the
+            global batch's (None: this batch is the whole batch).
 
     Returns:
         ``(advantages, returns)``, both ``(B, T)``, detached, and 0 at masked positions. ``returns = A + V`` with
@@ -299,7 +302,8 @@ def gae_advantages(
             f"{tuple(rewards.shape)}, {tuple(values.shape)}, {tuple(mask.shape)}"
         )
     m = torch.as_tensor(mask, device=values.device).to(values.dtype)
-    n_tokens = m.sum()
+    total = sum_over_ranks or (lambda x: x)
+    n_tokens = total(m.sum())
     if n_tokens < 2:
         raise ValueError(f"GAE whitening needs at least 2 unmasked tokens, the mask has {int(n_tokens)}")
     rewards, values = rewards.detach(), values.detach()
@@ -315,8 +319,8 @@ def gae_advantages(
         raw[:, t] = running
     raw = raw * m
     returns = (raw + values) * m
-    mean = raw.sum() / n_tokens
-    var = ((raw - mean) ** 2 * m).sum() / (n_tokens - 1)
+    mean = total(raw.sum()) / n_tokens
+    var = total(((raw - mean) ** 2 * m).sum()) / (n_tokens - 1)
     advantages = (raw - mean) * torch.rsqrt(var + eps) * m
     return advantages, returns
 

@@ -59,7 +59,15 @@ class TrainerConfig:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments for ``gym.make`` of the training env."""
     processes: int = 0
-    """Env worker processes (0: in-process)."""
+    """Env worker processes (0: in-process); the same as ``env_pool="processes"`` with
+    ``env_workers=processes``."""
+    env_pool: str | None = None
+    """Where the training envs live: ``inprocess``, ``processes`` (``env_workers`` worker
+    processes) or ``ray`` (``env_workers`` Ray actors, on any node of the cluster joined by the
+    caller's ``ray.init``; needs the ``[ray]`` extra). None: ``processes`` when ``processes > 0``,
+    else ``inprocess``."""
+    env_workers: int | None = None
+    """Workers of the ``processes`` / ``ray`` pools; None: ``processes``, or 2 when that is 0."""
 
     # -- generation engine
     generation_backend: str = "hf"

@@ -17,7 +17,9 @@ import gymnasium as gym
 from rspo_gym.envs.wrappers import ProcessReward
 from rspo_gym.rollout.vector import GroupedVectorEnv
 
-__all__ = ["EnvFactory", "make_vector_env", "default_potential", "default_eval_split", "env_family"]
+__all__ = ["EnvFactory", "make_vector_env", "default_potential", "default_eval_split", "env_family", "env_pool_settings", "ENV_POOLS"]
+
+ENV_POOLS = ("inprocess", "processes", "ray")
 
 
 def env_family(env_id: str | None) -> str:
@@ -70,6 +72,26 @@ class EnvFactory:
         return EnvFactory(self.env, {**self.kwargs, **kwargs}, self.potential, self.process_gamma)
 
 
+def env_pool_settings(config: Any) -> dict[str, Any]:
+    """``make_vector_env``'s ``processes`` and ``pool`` for a config's ``env_pool`` / ``env_workers``.
+
+    >>> from rspo_gym.algos.config import TrainerConfig
+    >>> env_pool_settings(TrainerConfig(env_pool="ray", env_workers=4))
+    {'processes': 4, 'pool': 'ray'}
+    >>> env_pool_settings(TrainerConfig(processes=3))
+    {'processes': 3, 'pool': None}
+    """
+    pool = config.env_pool or ("processes" if config.processes > 0 else "inprocess")
+    if pool not in ENV_POOLS:
+        raise ValueError(f"env_pool must be one of {ENV_POOLS} or None, got {pool!r}")
+    workers = config.env_workers if config.env_workers is not None else (config.processes or 2)
+    if not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"env_workers must be a positive integer or None, got {workers!r}")
+    if pool == "inprocess":
+        return {"processes": 0, "pool": None}
+    return {"processes": workers, "pool": "ray" if pool == "ray" else None}
+
+
 def make_vector_env(
     env: Any,
     num_groups: int,
@@ -79,6 +101,7 @@ def make_vector_env(
     potential: str | None = None,
     process_gamma: float = 1.0,
     processes: int = 0,
+    pool: str | None = None,
 ) -> tuple[GroupedVectorEnv, EnvFactory | None]:
     """A ``GroupedVectorEnv`` for ``env`` and the factory behind it (None for a given vector env).
 
@@ -95,4 +118,4 @@ def make_vector_env(
         factory = EnvFactory(env, env_kwargs, potential, process_gamma)
     else:
         raise TypeError(f"env must be an env id, an env, a factory or a GroupedVectorEnv, got {type(env).__name__}")
-    return GroupedVectorEnv(factory, num_groups, group_size, processes=processes), factory
+    return GroupedVectorEnv(factory, num_groups, group_size, processes=processes, pool=pool), factory

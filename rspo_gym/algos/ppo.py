@@ -8,6 +8,8 @@ the token's value, whitened over the batch. The critic is a value head on the po
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from rspo_gym.algos.advantages import gae_advantages
@@ -18,15 +20,21 @@ from rspo_gym.algos.trainer import Estimate, RewardView, Trainer
 __all__ = ["PPOTrainer", "ppo_estimate"]
 
 
-def ppo_estimate(view: RewardView, config: PPOConfig, response_mask: torch.Tensor, values: torch.Tensor) -> Estimate:
-    """Token advantages and returns (pure): terminal score at each row's last response token."""
+def ppo_estimate(
+    view: RewardView, config: PPOConfig, response_mask: torch.Tensor, values: torch.Tensor,
+    sum_over_ranks: Callable[[torch.Tensor], torch.Tensor] | None = None,
+) -> Estimate:
+    """Token advantages and returns (pure): terminal score at each row's last response token.
+
+    The whitening spans the whole batch: across data-parallel ranks ``sum_over_ranks`` makes its
+    moments the global batch's (``Trainer.dist.sum_tensor``)."""
     scores = invalid_penalty(view.episode, view.invalid, config.invalid_penalty).to(values.dtype)
     rewards = torch.zeros_like(values)
     lengths = response_mask.sum(dim=1).long()
     has_tokens = lengths > 0
     rows = torch.arange(len(scores))[has_tokens]
     rewards[rows, lengths[has_tokens] - 1] = scores[has_tokens]
-    advantages, returns = gae_advantages(rewards, values, response_mask, gamma=config.gae_gamma, lam=config.gae_lambda)
+    advantages, returns = gae_advantages(rewards, values, response_mask, gamma=config.gae_gamma, lam=config.gae_lambda, sum_over_ranks=sum_over_ranks)
     return Estimate(advantages, returns)
 
 
@@ -38,4 +46,4 @@ class PPOTrainer(Trainer):
     needs_values = True
 
     def estimate(self, view, batch, old_values):
-        return ppo_estimate(view, self.config, batch.response_mask, old_values)
+        return ppo_estimate(view, self.config, batch.response_mask, old_values, self.dist.sum_tensor)

@@ -40,7 +40,7 @@ import torch
 
 from rspo_gym.algos.advantages import rank_swap
 from rspo_gym.algos.config import RSPOConfig
-from rspo_gym.algos.envs import make_vector_env
+from rspo_gym.algos.envs import env_pool_settings, make_vector_env
 from rspo_gym.algos.gigpo import gigpo_estimate
 from rspo_gym.algos.grpo import grpo_estimate
 from rspo_gym.algos.losses import truncated_is_weights
@@ -160,7 +160,18 @@ class RSPOTrainer(Trainer):
                     "swap='explorer' builds a second vector env of explorer_group_size members per task: "
                     "pass an env id or a factory instead of a GroupedVectorEnv (or use swap='rank')"
                 )
-            self.explorer_venv, _ = make_vector_env(self.env_factory, c.num_groups, c.explorer_group_size, processes=c.processes)
+            if self.dist.shards_state:
+                raise ValueError(
+                    "the RSPO explorer copies the learner's whole weights, which FSDP / DeepSpeed shard: "
+                    "under those engines use swap='rank' or 'anneal' (or DDP for swap='explorer')"
+                )
+            if c.lora_r > 0 and self.dist.world_size > 1:
+                raise ValueError(
+                    "a LoRA learner's explorer is a second adapter on the learner's own engine-wrapped model, "
+                    "which data parallelism over several ranks cannot wrap twice: use full fine-tuning "
+                    "(lora_r=0, optionally explorer_lora=True) or swap='rank' / 'anneal'"
+                )
+            self.explorer_venv, _ = make_vector_env(self.env_factory, len(self.groups), c.explorer_group_size, **env_pool_settings(c))
             self.sync_explorer()
 
     # -- estimator of the base algorithm
@@ -172,7 +183,7 @@ class RSPOTrainer(Trainer):
             return grpo_estimate(view, self.config)
         if self.config.base == "gigpo":
             return gigpo_estimate(view, self.config)
-        return ppo_estimate(view, self.config, batch.response_mask, old_values)
+        return ppo_estimate(view, self.config, batch.response_mask, old_values, self.dist.sum_tensor)
 
     # -- rewards for rank / anneal
     def reward_view(self, rollout: Rollout, kind: str) -> RewardView:
@@ -200,6 +211,8 @@ class RSPOTrainer(Trainer):
 
         c = self.config
         learner = self.policy
+        if self.explorer is not None:  # its engine wrappers and optimizer are replaced below
+            self.dist.release(self.explorer, self.explorer_optimizer)
         if learner.adapter is not None:
             if self.explorer is None:
                 backend = learner.backend.sharing(learner.model, adapter="explorer") if hasattr(learner.backend, "sharing") else None
@@ -227,14 +240,14 @@ class RSPOTrainer(Trainer):
         c = self.config
         self._iteration_for_anneal = it
         tasks = self.tasks(it)
-        learner = collect(self.policy, self.venv, self.collect_config(it), **tasks)
+        learner = collect(self.policy, self.venv, self.collect_config(it), **tasks, row_seeds=self.row_seeds(it, c.group_size))
         self._explorer_rollout = None
         if self.explorer is not None:
             if it > 0 and it % c.explorer_sync_every == 0:
                 self.sync_explorer()
             self._explorer_rollout = collect(
                 self.explorer, self.explorer_venv, self.collect_config(it, stream=5), **tasks,
-                source="explorer", traj_offset=self.venv.num_envs,
+                source="explorer", traj_offset=self.venv.num_envs, row_seeds=self.row_seeds(it, c.explorer_group_size, stream=5),
             )
             self.buffer = [(born, r) for born, r in self.buffer if replayable(born, it, c.replay_age)] + [(it, self._explorer_rollout)]
         return learner
@@ -246,10 +259,13 @@ class RSPOTrainer(Trainer):
         merged = merge_replay(rollout, self.buffer, it, c.replay_age)
         metrics = self._learner_update(merged, it)
         explorer_rollout = self._explorer_rollout
-        metrics.update({k.replace("rollout/", "explorer/"): v for k, v in self.rollout_metrics(explorer_rollout).items()})
-        metrics["explorer/replayed_rows"] = float(len(merged.rows) - len(rollout.rows))
-        metrics["explorer/env_steps"] = len(explorer_rollout.rows)
-        metrics["explorer/generated_tokens"] = sum(len(r.response_ids) for r in explorer_rollout.rows)
+        metrics.update({k.replace("rollout/", "explorer/"): v for k, v in self.rollout_metrics(self.gathered(explorer_rollout)).items()})
+        replayed, steps, tokens = self.dist.sum([
+            len(merged.rows) - len(rollout.rows), len(explorer_rollout.rows), sum(len(r.response_ids) for r in explorer_rollout.rows),
+        ])  # summed over ranks
+        metrics["explorer/replayed_rows"] = float(replayed)
+        metrics["explorer/env_steps"] = int(steps)
+        metrics["explorer/generated_tokens"] = int(tokens)
         for _ in range(c.explorer_updates):
             view = Trainer.reward_view(self, explorer_rollout, "dense")
             batch = to_batch(explorer_rollout.rows, self.explorer.pad_token_id, self.explorer.device)

@@ -36,7 +36,8 @@ import torch
 
 from rspo_gym.algos.config import TrainerConfig, save_config
 from rspo_gym.algos.defaults import resolve_config, resolve_model
-from rspo_gym.algos.envs import default_eval_split, make_vector_env
+from rspo_gym.algos.distributed import detect, group_share
+from rspo_gym.algos.envs import default_eval_split, env_pool_settings, make_vector_env
 from rspo_gym.algos.losses import agg_loss, kl_penalty, ppo_policy_loss, value_loss
 from rspo_gym.algos.progress import TrainingProgress, another_iteration_fits, quiet_third_party_progress
 from rspo_gym.algos.reporting import check_report_to, make_reporter
@@ -79,6 +80,11 @@ def _seed(*parts: int) -> int:
     return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0])
 
 
+def _engine_folder(checkpoint: Path) -> Path:
+    """Where a sharded engine's state lives beside ``checkpoint.pt``: ``checkpoint_engine/``."""
+    return checkpoint.with_name(checkpoint.stem + "_engine")
+
+
 def resolve_precision(precision: str | None, device_type: str) -> str:
     """The config's precision, or the default for a device: ``bf16-mixed`` on CUDA, else ``fp32``."""
     if precision is None:
@@ -88,7 +94,10 @@ def resolve_precision(precision: str | None, device_type: str) -> str:
     return precision
 
 
-def loss_weights(micro_rows: list[int], micro_tokens: list[float], mini_batch_size: int, agg: str) -> list[float]:
+def loss_weights(
+    micro_rows: list[int], micro_tokens: list[float], mini_batch_size: int, agg: str,
+    total_rows: int | None = None, total_tokens: float | None = None,
+) -> list[float]:
     """Weights of the micro-batch losses of one mini-batch, so that accumulation equals one batch.
 
     Token-mean losses weigh each micro-batch by its share of the mini-batch's tokens, other modes
@@ -100,11 +109,18 @@ def loss_weights(micro_rows: list[int], micro_tokens: list[float], mini_batch_si
     [0.75, 0.25]
     >>> loss_weights([1], [10.0], 4, "seq-mean-token-mean")
     [0.25]
+
+    Across ranks, ``total_rows`` / ``total_tokens`` are the mini-batch's counts summed over every
+    rank (default: these micro-batches' own), so each rank's weights are its share of the global
+    mini-batch: N ranks' weighted gradients add up to one rank's over the same rows.
+
+    >>> loss_weights([2], [30.0], 4, "token-mean", total_rows=4, total_tokens=40.0)
+    [0.75]
     """
-    rows = sum(micro_rows)
+    rows = sum(micro_rows) if total_rows is None else total_rows
     partial = min(rows / mini_batch_size, 1.0)
     if agg == "token-mean":
-        tokens = max(sum(micro_tokens), 1.0)
+        tokens = max(sum(micro_tokens) if total_tokens is None else total_tokens, 1.0)
         return [t / tokens * partial for t in micro_tokens]
     return [r / rows * partial for r in micro_rows]
 
@@ -139,14 +155,16 @@ class Trainer:
         self._validate()
         torch.manual_seed(self.config.seed)
         self.env_spec = env
+        self.dist = detect()  # one process, or this rank of a launched job (algos/distributed.py)
+        self.groups = self.dist.groups(self.config.num_groups)  # the task groups this rank plays
         self.venv, self.env_factory = make_vector_env(
             env,
-            self.config.num_groups,
+            len(self.groups),
             self.config.group_size,
             env_kwargs=self.config.env_kwargs,
             potential=self.config.process_potential,
             process_gamma=self.process_gamma,
-            processes=self.config.processes,
+            **env_pool_settings(self.config),
         )
         self.env_id = self.venv.spec.id if self.venv.spec is not None else None
         if isinstance(model, (str, os.PathLike)):
@@ -156,8 +174,8 @@ class Trainer:
         self.policy = self._make_policy(model)
         if self.config.gradient_checkpointing:
             self.policy.enable_gradient_checkpointing()
+        self.reference = self._make_reference(self.policy) if self.config.kl_coef > 0 else None  # before an engine shards the policy
         self.optimizer = self._make_optimizer(self.policy)
-        self.reference = self._make_reference(self.policy) if self.config.kl_coef > 0 else None
         self.iteration = 0
         self.history: list[dict[str, Any]] = []
         self._eval_venvs: dict[tuple[str | None, int], GroupedVectorEnv] = {}
@@ -195,11 +213,12 @@ class Trainer:
         out = self._open_run()
         if resume and (out / "checkpoint.pt").exists():
             self.load_checkpoint(out / "checkpoint.pt")
-        progress = TrainingProgress(self.config.progress, f"{self.algo} {self.env_id or ''}".strip(), total, self.iteration, time_budget_s)
+        progress = TrainingProgress(self.config.progress and self.dist.is_main, f"{self.algo} {self.env_id or ''}".strip(), total, self.iteration, time_budget_s)
         for it in range(self.iteration, total):
             start = time.perf_counter()
             reserve = self._last_eval_s if self.config.eval_every > 0 else 0.0
-            self._collect_deadline = None if deadline is None else deadline - reserve
+            # one rank stopping mid-collection would leave the others waiting in the update
+            self._collect_deadline = None if deadline is None or self.dist.world_size > 1 else deadline - reserve
             progress.phase(it, "collecting")
             try:
                 rollout = self.collect(it)
@@ -213,21 +232,24 @@ class Trainer:
                 self._collect_deadline = None
             self.policy.release_generation_memory()  # vLLM's sleep mode: the update gets the GPU
             collected = time.perf_counter()
-            metrics = {"iteration": it + 1, **self.rollout_metrics(rollout)}
+            metrics = {"iteration": it + 1, **self.rollout_metrics(self.gathered(rollout))}
             progress.phase(it, "updating")
             metrics.update(self.train_on(rollout, it))
-            metrics["env_steps"] = len(rollout.rows) + metrics.get("explorer/env_steps", 0)
-            metrics["generated_tokens"] = sum(len(r.response_ids) for r in rollout.rows) + metrics.get("explorer/generated_tokens", 0)
+            steps, tokens = self.dist.sum([len(rollout.rows), sum(len(r.response_ids) for r in rollout.rows)])
+            metrics["env_steps"] = int(steps) + metrics.get("explorer/env_steps", 0)
+            metrics["generated_tokens"] = int(tokens) + metrics.get("explorer/generated_tokens", 0)
             metrics["time/collect_s"] = collected - start
             metrics["time/update_s"] = time.perf_counter() - collected
             out_of_time = not another_iteration_fits(time.perf_counter(), deadline, time.perf_counter() - start, reserve)
+            out_of_time = self.dist.sum([float(out_of_time)])[0] > 0  # every rank stops together
             if self._eval_due(it, total) or (out_of_time and self.config.eval_every > 0):
                 progress.phase(it, "evaluating on held-out tasks")
                 metrics.update(self.evaluate())
             metrics["time/iteration_s"] = time.perf_counter() - start
             self.iteration = it + 1
             self.history.append(metrics)
-            self._log(metrics)
+            if self.dist.is_main:
+                self._log(metrics)
             if self._checkpoint_due(it, total):
                 self.save_checkpoint()
             progress.iteration_done(it, metrics["rollout/success"])
@@ -238,8 +260,10 @@ class Trainer:
                     self.save_checkpoint()
                 break
         progress.close()
-        with quiet_third_party_progress():
-            self._save_results()
+        if self.dist.is_main:
+            with quiet_third_party_progress():
+                self._save_results()
+        self.dist.barrier()
         return self.history
 
     # ------------------------------------------------------------------ collect
@@ -261,18 +285,32 @@ class Trainer:
         )
 
     def tasks(self, it: int) -> dict[str, Any]:
-        """The reset arguments of iteration ``it``: seeds, or task ids from ``train_task_ids``."""
+        """The reset arguments of this rank's groups on iteration ``it``: seeds, or task ids from
+        ``train_task_ids``. Drawn for all ``num_groups`` from the global seed and then cut to the
+        rank's share, so the tasks played do not depend on the number of ranks."""
         c = self.config
         if c.train_task_ids:
             rng = np.random.default_rng(_seed(c.seed, it, 2))
             replace_ = len(c.train_task_ids) < c.num_groups
             chosen = rng.choice(np.asarray(c.train_task_ids), size=c.num_groups, replace=replace_)
-            return {"task_ids": [int(t) for t in chosen]}
-        return {"seed": _seed(c.seed, it, 3) % (2**31 - c.num_groups)}
+            return {"task_ids": [int(chosen[g]) for g in self.groups]}
+        return {"seed": _seed(c.seed, it, 3) % (2**31 - c.num_groups) + self.groups.start}
+
+    def row_seeds(self, it: int, group_size: int, stream: int = 1) -> list[int]:
+        """Sampling seeds of this rank's sub-envs on iteration ``it``: one per (global group,
+        member), so a trajectory is the same whichever rank or batch plays it."""
+        return [_seed(self.config.seed, it, stream, g, m) for g in self.groups for m in range(group_size)]
 
     def collect(self, it: int) -> Rollout:
-        """On-policy rollout of the learner on iteration ``it``'s tasks."""
-        return collect(self.policy, self.venv, self.collect_config(it), **self.tasks(it))
+        """On-policy rollout of the learner on iteration ``it``'s tasks (this rank's groups)."""
+        return collect(
+            self.policy, self.venv, self.collect_config(it), **self.tasks(it),
+            row_seeds=self.row_seeds(it, self.config.group_size),
+        )
+
+    def gathered(self, rollout: Rollout) -> Rollout:
+        """Every rank's trajectories (no rows): what the rollout metrics read."""
+        return Rollout([], self.dist.gather(rollout.trajectories))
 
     # ------------------------------------------------------------------ rewards and advantages
     def step_discount(self) -> float:
@@ -325,7 +363,8 @@ class Trainer:
         old_logprobs, old_values = self.old_policy_outputs(self.policy, batch)
         estimate = self.estimate(view, batch, old_values)
         metrics = self.update(self.policy, self.optimizer, batch, estimate, it, old_values=old_values, old_logprobs=old_logprobs)
-        metrics["train/reward_mean"] = float(view.episode.mean())
+        total, rows = self.dist.sum([float(view.episode.sum()), len(view.episode)])
+        metrics["train/reward_mean"] = total / rows
         for key, value in (estimate.metrics or {}).items():
             metrics[f"adv/{key}"] = value
         return metrics
@@ -386,26 +425,34 @@ class Trainer:
         sums: dict[str, float] = {}
         steps = 0
         policy.train(True)
+        norms: dict[str, float] = {}
+        dist = self.dist
         for _ in range(c.ppo_epochs):
             order = torch.randperm(len(batch), generator=generator)
-            for mb in order.split(c.mini_batch_size):
+            for mb in dist.minibatches(order, c.mini_batch_size):
                 optimizer.zero_grad(set_to_none=True)
                 groups = micro_batches([lengths[i] for i in mb.tolist()], c.micro_batch_size, c.max_tokens_per_micro_batch)
                 micros = [mb[group] for group in groups]
-                weights = loss_weights([len(m) for m in micros], [float(mask[m].sum()) for m in micros], c.mini_batch_size, c.loss_agg)
-                share = sum(weights) or 1.0  # < 1 on a partial mini-batch: its metrics stay means
-                for micro, weight in zip(micros, weights):
-                    terms = self._loss_terms(policy, batch.index(micro).trimmed(), micro, advantages, old, estimate, old_values, is_weights, ref_logprobs)
-                    (terms.pop("loss") * weight).backward()
+                rows, tokens = dist.sum([len(mb), float(mask[mb].sum())])  # the global mini-batch's
+                weights = loss_weights([len(m) for m in micros], [float(mask[m].sum()) for m in micros], c.mini_batch_size, c.loss_agg, int(rows), tokens)
+                share = dist.sum([sum(weights)])[0] or 1.0  # < 1 on a partial mini-batch: its metrics stay means
+                # every rank runs as many passes (weight 0 on a rank with fewer), as engines need
+                padding = dist.max(len(micros)) - len(micros)
+                passes = list(zip(micros, weights)) + [(order[:1], 0.0)] * padding
+                for k, (micro, weight) in enumerate(passes):
+                    with dist.accumulating(policy, last=k == len(passes) - 1):
+                        terms = self._loss_terms(policy, batch.index(micro).trimmed(), micro, advantages, old, estimate, old_values, is_weights, ref_logprobs)
+                        dist.backward(terms.pop("loss") * weight)
                     for key, value in terms.items():
                         sums[key] = sums.get(key, 0.0) + value * weight / share
                 for key, value in self._clip_gradients(policy).items():
-                    sums[key] = sums.get(key, 0.0) + value
+                    norms[key] = norms.get(key, 0.0) + value
                 optimizer.step()
                 steps += 1
         policy.train(False)
         policy.sync_weights()
-        return {f"train/{k}": v / max(steps, 1) for k, v in sums.items()}
+        sums = dict(zip(sums, dist.sum(list(sums.values()))))  # each rank holds its rows' share
+        return {f"train/{k}": v / max(steps, 1) for k, v in {**sums, **norms}.items()}
 
     def _clip_gradients(self, policy) -> dict[str, float]:
         """Clip the policy's and the critic's gradients apart; their norms before clipping.
@@ -414,10 +461,10 @@ class Trainer:
         shrink the policy's step; verl clips its actor and critic separately.
         """
         c = self.config
-        norms = {"grad_norm": float(torch.nn.utils.clip_grad_norm_(policy.policy_parameters(), c.max_grad_norm))}
+        norms = {"grad_norm": self.dist.clip_grad_norm(policy.policy_parameters(), c.max_grad_norm)}
         critic = policy.critic_parameters()
         if critic:
-            norms["critic_grad_norm"] = float(torch.nn.utils.clip_grad_norm_(critic, c.critic_max_grad_norm))
+            norms["critic_grad_norm"] = self.dist.clip_grad_norm(critic, c.critic_max_grad_norm)
         return norms
 
     def _loss_terms(self, policy, sub, rows, advantages, old, estimate, old_values, is_weights, ref_logprobs) -> dict:
@@ -484,13 +531,18 @@ class Trainer:
         c = self.config
         started = time.perf_counter()
         ids = task_ids or c.eval_task_ids or list(range(tasks or c.eval_tasks))
-        venv = self._evaluation_env(len(ids), split or c.eval_split or default_eval_split(self.env_id))
-        if venv is self.venv:  # a user-given vector env: evaluate on it with the evaluation seed
-            rollout = collect(self.policy, venv, self.collect_config(0, evaluation=True), seed=c.eval_seed)
+        if self.env_factory is None:  # a user-given vector env: evaluate on it with the evaluation seed
+            venv, share = self.venv, self.groups
+            reset: dict[str, Any] = {"seed": c.eval_seed + share.start}
         else:
-            rollout = collect(self.policy, venv, self.collect_config(0, evaluation=True), task_ids=ids)
+            share = group_share(len(ids), self.dist.world_size, self.dist.rank)  # this rank's tasks
+            venv = self._evaluation_env(len(share), split or c.eval_split or default_eval_split(self.env_id))
+            reset = {"task_ids": [ids[i] for i in share]}
+        config = self.collect_config(0, evaluation=True)
+        seeds = [_seed(c.eval_seed, i, m) for i in share for m in range(venv.group_size)]
+        rollout = collect(self.policy, venv, config, **reset, row_seeds=seeds)
         self._last_eval_s = time.perf_counter() - started
-        return self.rollout_metrics(rollout, prefix="eval")
+        return self.rollout_metrics(self.gathered(rollout), prefix="eval")
 
     def _evaluation_env(self, count: int, split: str | None) -> GroupedVectorEnv:
         """One vector env per (split, size), built on first use and kept for later evaluations."""
@@ -515,12 +567,14 @@ class Trainer:
         """The run folder, made with its ``config.json`` by the first ``learn()`` (said in one line,
         as SB3's "Logging to ..."); later calls continue in it."""
         if not self._run_open:
-            if self.output_dir is None:
+            if self.output_dir is None and self.dist.is_main:
                 name = run_name(self.algo, self.env_id, time.strftime("%Y%m%d-%H%M%S"))
                 self.output_dir = create_run_dir(runs_dir(), name)
-            self.output_dir.mkdir(parents=True, exist_ok=True)
-            save_config(self.config, self.output_dir / "config.json", env_id=self.env_id, model=self.model_name)
-            print(f"Logging to {self.output_dir}")
+            self.output_dir = Path(self.dist.gather([str(self.output_dir)])[0])  # rank 0's folder
+            if self.dist.is_main:
+                self.output_dir.mkdir(parents=True, exist_ok=True)
+                save_config(self.config, self.output_dir / "config.json", env_id=self.env_id, model=self.model_name)
+                print(f"Logging to {self.output_dir}")
             self._run_open = True
         return self.output_dir
 
@@ -567,20 +621,31 @@ class Trainer:
     def load_state(self, state: dict[str, Any]) -> None:
         self.iteration = state["iteration"]
         self.history = list(state["history"])
-        self.policy.load_state_dict(state["policy"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        if "policy" in state:  # else the engine's sharded state, loaded by load_checkpoint
+            self.policy.load_state_dict(state["policy"])
+            self.optimizer.load_state_dict(state["optimizer"])
 
     def save_checkpoint(self, path: str | Path | None = None) -> Path:
         """Write ``checkpoint.pt`` atomically (temp file + rename): a crash never leaves half a file."""
         path = Path(path) if path is not None else self._require_output_dir() / "checkpoint.pt"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        torch.save(self.state(), tmp)
-        os.replace(tmp, path)
+        state = self.state()
+        if self.dist.shards_state:  # FSDP / DeepSpeed: weights and optimizer sharded, in the engine's format
+            self.dist.save_engine_state(_engine_folder(path))
+            del state["policy"], state["optimizer"]
+        self.dist.barrier()  # ranks hold the same weights after the update: rank 0 writes them
+        if self.dist.is_main:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(path.suffix + ".tmp")
+            torch.save(state, tmp)
+            os.replace(tmp, path)
+        self.dist.barrier()
         return path
 
     def load_checkpoint(self, path: str | Path) -> None:
-        self.load_state(torch.load(path, map_location="cpu", weights_only=False))  # copied onto the device by load_state
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        if "policy" not in state:  # written under FSDP / DeepSpeed
+            self.dist.load_engine_state(_engine_folder(Path(path)))
+        self.load_state(state)  # copied onto the device by load_state
 
     def _require_output_dir(self) -> Path:
         if self.output_dir is None:
@@ -679,6 +744,8 @@ class Trainer:
         options: dict[str, Any] = {"enable_sleep_mode": True} if sleep else {}
         if c.max_prompt_length is not None:
             options["max_model_len"] = c.max_prompt_length + c.max_new_tokens
+        if self.dist.world_size > 1:  # one engine per rank, on the launcher's processes (TRL's colocate mode)
+            options["distributed_executor_backend"] = "external_launcher"
         options.update(c.vllm_kwargs)
         return VLLMBackend(
             model, tokenizer, dtype="float32" if self.precision == "fp32" else "bfloat16", seed=c.seed,
@@ -686,13 +753,15 @@ class Trainer:
         )
 
     def _make_optimizer(self, policy) -> torch.optim.Optimizer:
-        """AdamW with the policy's parameters and, for PPO, the critic's in their own group (own lr)."""
+        """AdamW with the policy's parameters and, for PPO, the critic's in their own group (own lr),
+        prepared by the engine together with the policy's modules."""
         c = self.config
         groups = [{"params": policy.policy_parameters(), "lr": c.learning_rate}]
         critic = policy.critic_parameters()
         if critic:
             groups.append({"params": critic, "lr": c.critic_lr if c.critic_lr is not None else 10 * c.learning_rate})
-        return torch.optim.AdamW(groups, lr=c.learning_rate, weight_decay=c.weight_decay)
+        # with the policy's modules, handed to the data-parallel engine (no-op in one process)
+        return self.dist.prepare(policy, torch.optim.AdamW(groups, lr=c.learning_rate, weight_decay=c.weight_decay))
 
     def _make_reference(self, policy):
         """The frozen KL reference: the base with adapters disabled for a LoRA learner (no copy),

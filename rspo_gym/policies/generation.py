@@ -38,6 +38,10 @@ class GenerationConfig:
     """Nucleus sampling mass; 1.0 disables it. Log-probs ignore it (see the module docstring)."""
     seed: int | None = None
     """Seed for this call's sampling; None continues the backend's own generator."""
+    row_seeds: tuple[int, ...] | None = None
+    """One seed per prompt, overriding ``seed``: prompt i samples from its own stream, so its reply
+    does not depend on which other prompts share the call (rollouts the same however envs are
+    split over processes or ranks)."""
 
 
 @dataclass

@@ -106,7 +106,19 @@ def _nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     return torch.zeros_like(probs).scatter_(-1, order, sorted_probs)
 
 
-def _race(weights: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+#: One generator for the batch, or one per row (``GenerationConfig.row_seeds``: a row's draws then
+#: do not depend on which other rows share its batch).
+Generators = torch.Generator | list[torch.Generator]
+
+
+def _exponentials(like: torch.Tensor, generator: Generators) -> torch.Tensor:
+    """I.i.d. ``Exp(1)`` noise shaped like ``like``: from one generator, or row ``b`` from ``generator[b]``."""
+    if isinstance(generator, torch.Generator):
+        return torch.empty_like(like).exponential_(generator=generator)
+    return torch.cat([torch.empty_like(like[b:b + 1]).exponential_(generator=g) for b, g in enumerate(generator)])
+
+
+def _race(weights: torch.Tensor, generator: Generators) -> torch.Tensor:
     """Index ``i`` of each row with probability ``weights[i] / weights.sum()``: ``argmax(w / E)``.
 
     The exponential race: with ``E_i ~ Exp(1)`` i.i.d., ``E_i / w_i ~ Exp(w_i)`` and the smallest
@@ -114,11 +126,11 @@ def _race(weights: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     never wins; ``exponential_`` may round to 0, hence the clamp (``0 / 0`` is NaN, which argmax
     would take as the largest).
     """
-    race = torch.empty_like(weights).exponential_(generator=generator).clamp_(min=torch.finfo(weights.dtype).tiny)
+    race = _exponentials(weights, generator).clamp_(min=torch.finfo(weights.dtype).tiny)
     return (weights / race).argmax(dim=-1)
 
 
-def _block_race(weights: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def _block_race(weights: torch.Tensor, generator: Generators) -> tuple[torch.Tensor, torch.Tensor]:
     """``sample``'s draw and each row's total weight, the sum of the block masses it raced over."""
     rows, vocab = weights.shape
     width = math.isqrt(vocab - 1) + 1
@@ -131,7 +143,7 @@ def _block_race(weights: torch.Tensor, generator: torch.Generator) -> tuple[torc
     return ids.gather(1, _race(block, generator)[:, None]).squeeze(1), mass.sum(dim=-1)
 
 
-def sample(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+def sample(probs: torch.Tensor, generator: Generators) -> torch.Tensor:
     """One id per row of ``(rows, V)`` non-negative ``probs`` (need not sum to 1), drawn exactly.
 
     Two exponential races: one over blocks of ``~sqrt(V)`` ids weighted by their mass, one inside
@@ -149,7 +161,7 @@ def draw(
     logits: torch.Tensor,
     config: GenerationConfig,
     allowed: torch.Tensor | None,
-    generator: torch.Generator,
+    generator: Generators,
     scratch: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One token step: the next id of each row of ``(rows, V)`` raw ``logits`` and its log-prob.
@@ -281,15 +293,22 @@ class HFBackend:
     ) -> GenerationOutput:
         if allowed is not None and len(allowed) != len(prompt_ids):
             raise ValueError(f"allowed has {len(allowed)} entries for {len(prompt_ids)} prompts")
-        generator = self.generator(next(self.model.parameters()).device, config.seed)
         n = len(prompt_ids)
+        device = next(self.model.parameters()).device
+        if config.row_seeds is not None:
+            if len(config.row_seeds) != n:
+                raise ValueError(f"row_seeds has {len(config.row_seeds)} entries for {n} prompts")
+            generators: list[torch.Generator] = [self.generator(device, seed) for seed in config.row_seeds]
+        else:
+            generators = [self.generator(device, config.seed)] * n
         texts: list[str] = [""] * n
         response_ids: list[list[int]] = [[] for _ in range(n)]
         logprobs: list[list[float]] = [[] for _ in range(n)]
         allowed_ids: list[list[list[int]]] | None = None if allowed is None else [[] for _ in range(n)]
         for chunk in self.chunks([len(p) for p in prompt_ids]):
             part = self._generate(
-                [prompt_ids[i] for i in chunk], config, None if allowed is None else [allowed[i] for i in chunk], generator
+                [prompt_ids[i] for i in chunk], config, None if allowed is None else [allowed[i] for i in chunk],
+                generators[chunk[0]] if config.row_seeds is None else [generators[i] for i in chunk],
             )
             for k, i in enumerate(chunk):
                 texts[i], response_ids[i], logprobs[i] = part.texts[k], part.response_ids[k], part.logprobs[k]

@@ -191,6 +191,14 @@ class LLMPolicy:
     matmul large. None scores the model's own full logits instead (the path for a model whose logits
     are not ``get_output_embeddings()`` of the last hidden state, e.g. with logit soft-capping)."""
 
+    train_model: nn.Module | None = None
+    """A data-parallel engine's wrapper of ``model`` (DDP, FSDP2, DeepSpeed; set by
+    ``algos/distributed.py``) or None. When set, ``forward`` makes one top-level call through it,
+    scoring the model's own logits (engines hook the top-level call), and generation keeps using
+    ``model``."""
+    train_value_head: nn.Module | None = None
+    """The engine's wrapper of ``value_head``, or None."""
+
     def __init__(
         self,
         model,
@@ -315,14 +323,16 @@ class LLMPolicy:
         P = batch.prompt_length
         R = batch.response_mask.shape[1]
         tokens = batch.input_ids[:, P:P + R]
-        head = self.model.get_output_embeddings() if self.logprob_chunk_size is not None else None
+        engine = self.train_model is not None
+        head = self.model.get_output_embeddings() if self.logprob_chunk_size is not None and not engine else None
         inputs = dict(
             input_ids=batch.input_ids, attention_mask=batch.attention_mask,
             position_ids=position_ids(batch.attention_mask), use_cache=False,
         )
         with self.routing(), self.autocast():
             if head is None:
-                out = self.model(**inputs, output_hidden_states=values, logits_to_keep=R + 1)  # +1: the last position
+                model = self.train_model if engine else self.model
+                out = model(**inputs, output_hidden_states=values, logits_to_keep=R + 1)  # +1: the last position
                 hidden = out.hidden_states[-1][:, P - 1:P - 1 + R, :] if values else None
             else:
                 hidden = self.model.get_decoder()(**inputs).last_hidden_state[:, P - 1:P - 1 + R, :]
@@ -338,7 +348,7 @@ class LLMPolicy:
             result["entropy"] = entropies
         if values:
             hidden = hidden.detach().to(self.value_head.linear.weight.dtype)  # detached: see ValueHead
-            result["values"] = self.value_head(hidden).float()
+            result["values"] = (self.train_value_head or self.value_head)(hidden).float()
         return result
 
     @torch.no_grad()

@@ -231,7 +231,7 @@ class VLLMBackend:
                 temperature=0.0 if greedy else 1.0,
                 top_p=1.0 if greedy else config.top_p,
                 max_tokens=config.max_new_tokens,
-                seed=None if config.seed is None else config.seed + i,
+                seed=config.row_seeds[i] if config.row_seeds is not None else None if config.seed is None else config.seed + i,
                 logprobs=0,
                 stop_token_ids=self.stop_token_ids,
                 detokenize=False,

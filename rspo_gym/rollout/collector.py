@@ -76,8 +76,11 @@ class CollectionDeadline(RuntimeError):
     """``CollectConfig.deadline`` passed before the rollout finished; the partial rollout is dropped."""
 
 
-def _turn_generation(generation: GenerationConfig, turn: int) -> GenerationConfig:
-    """A distinct seed per turn, so that a seeded rollout does not reuse one random stream."""
+def _turn_generation(generation: GenerationConfig, turn: int, row_seeds: Sequence[int] | None = None) -> GenerationConfig:
+    """A distinct seed per turn, so that a seeded rollout does not reuse one random stream; with
+    ``row_seeds`` (one per prompt of the turn) a distinct stream per sub-env and turn."""
+    if row_seeds is not None:
+        return replace(generation, row_seeds=tuple(int(np.random.SeedSequence([s, turn]).generate_state(1)[0]) for s in row_seeds))
     return generation if generation.seed is None else replace(generation, seed=generation.seed * 1009 + turn)
 
 
@@ -100,6 +103,7 @@ def collect(
     task_ids: Sequence[Any] | None = None,
     source: str = "learner",
     traj_offset: int = 0,
+    row_seeds: Sequence[int] | None = None,
 ) -> Rollout:
     """Play one episode in every sub-env of ``venv`` and return the rollout.
 
@@ -112,7 +116,12 @@ def collect(
         source: tag of the rows (``"learner"``, ``"explorer"``).
         traj_offset: added to trajectory ids (sub-env ``i`` gets ``traj_offset + i``), so that
             rollouts of several policies can be merged.
+        row_seeds: one sampling seed per sub-env; each sub-env then samples from its own stream
+            (per turn), so a trajectory does not depend on which sub-envs share a generation call.
+            None: one stream per turn for the whole batch (``config.generation.seed``).
     """
+    if row_seeds is not None and len(row_seeds) != venv.num_envs:
+        raise ValueError(f"row_seeds needs one seed per sub-env ({venv.num_envs}), got {len(row_seeds)}")
     options = {"task_ids": list(task_ids)} if task_ids is not None else None
     observations, _ = venv.reset(seed=seed, options=options)
     observations = list(observations)
@@ -154,7 +163,8 @@ def collect(
         allowed = None
         if config.constrained:
             allowed = [constrained_choices(infos[i]["admissible_actions"], infos[i].get("task", "")) for i in active]
-        out = policy.generate(prompt_ids, _turn_generation(config.generation, turn), allowed)
+        seeds = None if row_seeds is None else [row_seeds[i] for i in active]
+        out = policy.generate(prompt_ids, _turn_generation(config.generation, turn, seeds), allowed)
         parsed = [parse_action(text, think=config.think, tail_chars=builder.template.tail_chars) for text in out.texts]
         actions: list[Any] = [None] * n
         for k, i in enumerate(active):

@@ -1,0 +1,204 @@
+"""Data parallelism behind one seam: one process as always, or accelerate's engine across ranks.
+
+- ``SingleProcess``: every collective is the identity; the trainer's numbers are bit-for-bit those
+  of a trainer that knows nothing of ranks.
+- ``Accelerated``: a process of a launched job (``accelerate launch`` or ``torchrun``). The
+  strategy (DDP, FSDP2, DeepSpeed ZeRO-2/3) is accelerate's config; this module only calls
+  accelerate's ``prepare`` / ``backward`` / ``no_sync`` / ``clip_grad_norm_`` and torch's
+  collectives, so no algorithm has a code path per strategy.
+- ``detect()``: ``Accelerated`` when the process was started by a launcher, else ``SingleProcess``.
+
+The trainer splits work with it (design: whole task groups per rank, tasks from the global seed):
+``groups(n)`` is this rank's contiguous share of the ``n`` groups of an iteration, and loss weights
+use ``sum`` over ranks of row and token counts, so that an N-rank update equals a 1-rank update
+over the same rows. Engines average gradients over ranks; ``backward`` multiplies the loss by
+the number of ranks to turn that mean back into the sum the global weights expect.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from contextlib import ExitStack, nullcontext
+from typing import Any, Sequence
+
+import torch
+
+__all__ = ["SingleProcess", "Accelerated", "detect", "launched"]
+
+_LAUNCHER_VARIABLES = ("LOCAL_RANK", "ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED")
+
+
+def launched() -> bool:
+    """Whether a launcher started this process (torchrun and accelerate set ``LOCAL_RANK``)."""
+    return any(name in os.environ for name in _LAUNCHER_VARIABLES)
+
+
+def group_share(num_groups: int, world_size: int, rank: int) -> range:
+    """Rank ``rank``'s contiguous share of ``num_groups`` groups (sizes differ by at most one).
+
+    >>> [list(group_share(5, 2, r)) for r in range(2)]
+    [[0, 1], [2, 3, 4]]
+    """
+    if num_groups < world_size:
+        raise ValueError(
+            f"{num_groups} task groups (num_groups, or evaluation tasks) for {world_size} ranks: "
+            "every rank plays at least one whole group"
+        )
+    bounds = [num_groups * r // world_size for r in range(world_size + 1)]
+    return range(bounds[rank], bounds[rank + 1])
+
+
+class SingleProcess:
+    """One process: the trainer as it always was (every collective is the identity)."""
+
+    rank = 0
+    world_size = 1
+    is_main = True
+    shards_state = False
+    """Whether weights and optimizer state are sharded over ranks (FSDP, DeepSpeed): checkpoints
+    then hold them in the engine's own format (``save_engine_state``), not in ``checkpoint.pt``."""
+
+    def groups(self, num_groups: int) -> range:
+        return range(num_groups)
+
+    def prepare(self, policy, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+        return optimizer
+
+    def release(self, policy, optimizer: torch.optim.Optimizer) -> None:
+        """Forget a policy's prepared modules and optimizer before they are replaced."""
+
+    def minibatches(self, order: torch.Tensor, mini_batch_size: int) -> Sequence[torch.Tensor]:
+        return order.split(mini_batch_size)
+
+    def sum(self, values: Sequence[float]) -> list[float]:
+        return list(values)
+
+    def sum_tensor(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor
+
+    def max(self, value: int) -> int:
+        return value
+
+    def gather(self, items: list) -> list:
+        return items
+
+    def barrier(self) -> None:
+        pass
+
+    def accumulating(self, policy, last: bool):
+        return nullcontext()
+
+    def backward(self, loss: torch.Tensor) -> None:
+        loss.backward()
+
+    def clip_grad_norm(self, parameters: list, max_norm: float) -> float:
+        return float(torch.nn.utils.clip_grad_norm_(parameters, max_norm))
+
+
+class Accelerated(SingleProcess):
+    """A rank of a launched job, on accelerate's ``Accelerator`` and its process group.
+
+    DDP runs with ``broadcast_buffers=False`` (a model's buffers are constants such as rotary
+    frequencies; broadcasting them would make every forward pass a collective, and ranks run
+    different numbers of no-grad passes).
+    """
+
+    def __init__(self) -> None:
+        from accelerate import Accelerator
+        from accelerate.utils import DistributedDataParallelKwargs
+
+        # cpu=True where there is no GPU: accelerate otherwise takes a CPU job for one process
+        self.accelerator = Accelerator(
+            cpu=not torch.cuda.is_available(), kwargs_handlers=[DistributedDataParallelKwargs(broadcast_buffers=False)]
+        )
+        self.rank = self.accelerator.process_index
+        self.world_size = self.accelerator.num_processes
+        self.is_main = self.accelerator.is_main_process
+        self.shards_state = self.accelerator.distributed_type.name in ("FSDP", "DEEPSPEED")
+
+    @property
+    def device(self) -> torch.device:
+        return self.accelerator.device
+
+    def groups(self, num_groups: int) -> range:
+        return group_share(num_groups, self.world_size, self.rank)
+
+    def prepare(self, policy, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+        """Hand ``policy``'s model (and value head) with ``optimizer`` to the engine.
+
+        The engine's wrappers become ``policy.train_model`` / ``policy.train_value_head``, through
+        which every forward pass of the policy runs; ``policy.model`` stays the module generation
+        reads (the same parameters under DDP; sharded in place under FSDP2).
+        """
+        modules = [policy.model] + ([policy.value_head] if policy.value_head is not None else [])
+        prepared = self.accelerator.prepare(*modules, optimizer)
+        if self.accelerator.distributed_type.name == "NO":  # one process, no engine: the plain paths
+            return prepared[-1]
+        policy.train_model = prepared[0]
+        if policy.value_head is not None:
+            policy.train_value_head = prepared[1]
+        return prepared[-1]
+
+    def release(self, policy, optimizer: torch.optim.Optimizer) -> None:
+        """Drop them from accelerate's registries, which would otherwise keep every replaced RSPO
+        explorer copy alive (as ``Accelerator.free_memory`` does for everything)."""
+        gone = [m for m in (policy.train_model, policy.train_value_head, optimizer) if m is not None]
+        self.accelerator._models = [m for m in self.accelerator._models if not any(m is g for g in gone)]
+        self.accelerator._optimizers = [o for o in self.accelerator._optimizers if not any(o is g for g in gone)]
+
+    def minibatches(self, order: torch.Tensor, mini_batch_size: int) -> Sequence[torch.Tensor]:
+        """As many optimizer steps as one process takes over the global rows, each taking a
+        slice of every rank's rows (so every rank steps together)."""
+        steps = max(math.ceil(self.sum([len(order)])[0] / mini_batch_size), 1)
+        return order.tensor_split(steps)
+
+    def sum(self, values: Sequence[float]) -> list[float]:
+        return self.sum_tensor(torch.tensor(list(values), dtype=torch.float64)).tolist()
+
+    def sum_tensor(self, tensor: torch.Tensor) -> torch.Tensor:
+        reduced = tensor.detach().to(self.device, copy=True)
+        torch.distributed.all_reduce(reduced)
+        return reduced.to(tensor.device)
+
+    def max(self, value: int) -> int:
+        reduced = torch.tensor([value], device=self.device)
+        torch.distributed.all_reduce(reduced, op=torch.distributed.ReduceOp.MAX)
+        return int(reduced.item())
+
+    def gather(self, items: list) -> list:
+        """Every rank's ``items`` concatenated in rank order, on every rank."""
+        parts: list[Any] = [None] * self.world_size
+        torch.distributed.all_gather_object(parts, items)
+        return [item for part in parts for item in part]
+
+    def barrier(self) -> None:
+        self.accelerator.wait_for_everyone()
+
+    def accumulating(self, policy, last: bool):
+        """Gradients stay local until the last micro-batch of a step (DDP's ``no_sync``)."""
+        stack = ExitStack()
+        if not last:
+            for module in (policy.train_model, policy.train_value_head):
+                if module is not None:
+                    stack.enter_context(self.accelerator.no_sync(module))
+        return stack
+
+    def save_engine_state(self, folder) -> None:
+        """Every prepared model and optimizer in the engine's sharded format (collective)."""
+        self.accelerator.save_state(str(folder))
+
+    def load_engine_state(self, folder) -> None:
+        self.accelerator.load_state(str(folder))
+
+    def backward(self, loss: torch.Tensor) -> None:
+        self.accelerator.backward(loss * self.world_size)
+
+    def clip_grad_norm(self, parameters: list, max_norm: float) -> float:
+        norm = self.accelerator.clip_grad_norm_(parameters, max_norm)
+        return float("nan") if norm is None else float(norm)  # DeepSpeed clips inside its step
+
+
+def detect() -> SingleProcess:
+    """The seam of this process: ``Accelerated`` under a launcher, else ``SingleProcess``."""
+    return Accelerated() if launched() else SingleProcess()

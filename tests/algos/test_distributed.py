@@ -1,0 +1,164 @@
+"""Data parallelism on CPU: 2 processes with gloo under torchrun equal one process.
+
+The launched script is ``distributed_run.py`` (a user script built on ``GRPOTrainer``): random tiny
+model, fp32, one mini-batch per update, so an exact N-rank update is the 1-rank update over the
+same rows, up to float rounding (the engine path scores full logits, one process chunked ones).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import rspo_gym  # noqa: F401
+
+pytest.importorskip("transformers")
+pytest.importorskip("accelerate")
+
+from rspo_gym.algos import GRPOTrainer  # noqa: E402
+from rspo_gym.algos.distributed import SingleProcess, group_share  # noqa: E402
+
+SCRIPT = Path(__file__).with_name("distributed_run.py")
+sys.path.insert(0, str(SCRIPT.parent))
+from distributed_run import SETTINGS, main as run_script  # noqa: E402
+
+TORCHRUN = shutil.which("torchrun")
+needs_torchrun = pytest.mark.skipif(TORCHRUN is None, reason="torchrun is not installed")
+
+
+def _launch(out: Path, iterations: int, kill_after: int | None = None, ranks: int = 2, rspo: bool = False) -> subprocess.CompletedProcess:
+    args = [TORCHRUN, "--standalone", f"--nproc_per_node={ranks}", str(SCRIPT), str(out), str(iterations)]
+    if kill_after is not None:
+        args.append(str(kill_after))
+    env = {**os.environ, "PYTHONPATH": str(SCRIPT.parents[2]), "HF_HUB_OFFLINE": "1", "RSPO": "1" if rspo else "0"}
+    return subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
+
+
+def _max_difference(a: dict, b: dict) -> float:
+    assert a.keys() == b.keys()
+    return max(float((a[k].float() - b[k].float()).abs().max()) for k in a)
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _close(row: dict, expected: dict) -> None:
+    """The same metrics (timings aside), equal to float rounding."""
+    keys = {k for k in expected if not k.startswith("time/")}
+    assert keys == {k for k in row if not k.startswith("time/")}
+    for key in sorted(keys):
+        assert row[key] == pytest.approx(expected[key], rel=1e-5, abs=1e-6), key
+
+
+def test_group_share_covers_every_group_once():
+    shares = [group_share(7, 3, r) for r in range(3)]
+    assert [g for share in shares for g in share] == list(range(7))
+    assert [len(s) for s in shares] == [2, 2, 3]
+    with pytest.raises(ValueError, match="2 task groups .* for 3 ranks"):
+        group_share(2, 3, 0)
+
+
+def test_one_process_without_a_launcher_is_the_single_process_seam():
+    trainer = GRPOTrainer("rspo/ALFWorld-v0", "tiny-untrained", num_groups=1, group_size=1, progress=False)
+    assert type(trainer.dist) is SingleProcess and trainer.policy.train_model is None
+
+
+@pytest.mark.slow
+@needs_torchrun
+def test_two_ranks_update_like_one_process_and_resume_under_one(tmp_path):
+    launched = _launch(tmp_path / "two", 1)
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    rank0 = torch.load(tmp_path / "two" / "weights-rank0.pt")
+    rank1 = torch.load(tmp_path / "two" / "weights-rank1.pt")
+    assert _max_difference(rank0, rank1) == 0.0  # the engine keeps the ranks identical
+    start = GRPOTrainer("rspo/ALFWorld-v0", "tiny-untrained", **SETTINGS).policy.model.state_dict()
+    run_script(str(tmp_path / "one"), 1, None)
+    single = torch.load(tmp_path / "one" / "weights-rank0.pt")
+    assert _max_difference(rank0, single) < 1e-5
+    assert _max_difference(single, start) > 1e-4  # the update did move the weights
+    rows = _rows(tmp_path / "two" / "metrics.jsonl")
+    assert len(rows) == 1  # written once, by rank 0
+    _close(rows[0], _rows(tmp_path / "one" / "metrics.jsonl")[0])
+    # the 2-rank checkpoint resumes in one process, as the 1-process run continues
+    run_script(str(tmp_path / "two"), 2, None)
+    run_script(str(tmp_path / "one"), 2, None)
+    for row, expected in zip(_rows(tmp_path / "two" / "metrics.jsonl"), _rows(tmp_path / "one" / "metrics.jsonl"), strict=True):
+        _close(row, expected)
+
+
+@pytest.mark.slow
+@needs_torchrun
+def test_two_rank_run_resumes_after_sigkill_exactly(tmp_path):
+    killed = _launch(tmp_path / "cut", 3, kill_after=2)
+    assert killed.returncode != 0  # rank 0 was SIGKILLed after iteration 2's checkpoint
+    assert len(_rows(tmp_path / "cut" / "metrics.jsonl")) == 2
+    resumed = _launch(tmp_path / "cut", 3)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    run_script(str(tmp_path / "full"), 3, None)
+    rows = _rows(tmp_path / "cut" / "metrics.jsonl")
+    assert [row["iteration"] for row in rows] == [1, 2, 3]
+    for row, expected in zip(rows, _rows(tmp_path / "full" / "metrics.jsonl"), strict=True):
+        _close(row, expected)
+    full = torch.load(tmp_path / "full" / "weights-rank0.pt")
+    assert _max_difference(torch.load(tmp_path / "cut" / "weights-rank1.pt"), full) < 1e-5
+
+
+@pytest.mark.slow
+@needs_torchrun
+def test_rspo_explorer_under_two_ranks_trains_like_one_process(tmp_path):
+    # 3 iterations: the explorer is re-synced (a new copy and optimizer, prepared again) at the 3rd
+    launched = _launch(tmp_path / "two", 3, rspo=True)
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    run_script(str(tmp_path / "one"), 3, None, rspo=True)
+    rows = _rows(tmp_path / "two" / "metrics.jsonl")
+    assert len(rows) == 3 and all(row["explorer/replayed_rows"] > 0 for row in rows)
+    for row, expected in zip(rows, _rows(tmp_path / "one" / "metrics.jsonl"), strict=True):
+        _close(row, expected)
+    single = torch.load(tmp_path / "one" / "weights-rank0.pt")
+    assert _max_difference(torch.load(tmp_path / "two" / "weights-rank1.pt"), single) < 1e-5
+
+
+def test_rollouts_do_not_depend_on_how_groups_are_split():
+    from rspo_gym.rollout.collector import collect
+
+    trainer = GRPOTrainer("rspo/ALFWorld-v0", "tiny-untrained", num_groups=2, group_size=2, max_turns=3, progress=False, seed=2)
+    config, seeds = trainer.collect_config(0), trainer.row_seeds(0, 2)
+    whole = collect(trainer.policy, trainer.venv, config, seed=40, row_seeds=seeds)
+    halves = []
+    for g in range(2):
+        venv = GRPOTrainer("rspo/ALFWorld-v0", "tiny-untrained", num_groups=1, group_size=2, progress=False).venv
+        halves.append(collect(trainer.policy, venv, config, seed=40 + g, row_seeds=seeds[2 * g:2 * g + 2]))
+    responses = [r.response_ids for r in whole.rows]
+    assert responses == [r.response_ids for half in halves for r in half.rows]
+    assert len({tuple(r) for r in responses}) > 1  # sampled, not one repeated reply
+    for row, expected in zip(whole.rows, [r for half in halves for r in half.rows]):
+        assert row.logprobs == pytest.approx(expected.logprobs, abs=1e-5)
+
+
+def test_a_trainer_on_ray_env_workers_collects_the_in_process_rollout():
+    ray = pytest.importorskip("ray", reason="the Ray pool needs the [ray] extra")
+    from rspo_gym.rollout.ray_pool import RayEnvs
+
+    kwargs = dict(num_groups=2, group_size=2, max_turns=3, progress=False, seed=4)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    remote = GRPOTrainer("rspo/ALFWorld-v0", "tiny-untrained", env_pool="ray", env_workers=2, **kwargs)
+    try:
+        assert isinstance(remote.venv.pool, RayEnvs)
+        local = GRPOTrainer("rspo/ALFWorld-v0", "tiny-untrained", **kwargs)
+        assert remote.collect(0) == local.collect(0)
+    finally:
+        remote.close()
+        ray.shutdown()
+
+
+def test_bad_env_pool_settings_get_clear_errors():
+    with pytest.raises(ValueError, match="env_pool must be one of"):
+        GRPOTrainer("rspo/ALFWorld-v0", "tiny-untrained", env_pool="threads", progress=False)
+    with pytest.raises(ValueError, match="env_workers must be a positive integer"):
+        GRPOTrainer("rspo/ALFWorld-v0", "tiny-untrained", env_pool="processes", env_workers=0, progress=False)
