@@ -118,6 +118,23 @@ def _exponentials(like: torch.Tensor, generator: Generators) -> torch.Tensor:
     return torch.cat([torch.empty_like(like[b:b + 1]).exponential_(generator=g) for b, g in enumerate(generator)])
 
 
+def _inverse_cdf(weights: torch.Tensor, generator: Generators) -> torch.Tensor:
+    """Index ``i`` of each row of ``(rows, K)`` ``weights`` with probability ``weights[i] / weights.sum()``.
+
+    One uniform per row, whatever ``K``: a row's random stream must not depend on how wide the
+    batch's padded choice lists are (with one generator per row, the other rows set that width).
+    ``u`` is drawn in ``(0, 1]``, so the first index whose cumulative weight reaches ``u * total``
+    never has weight 0.
+    """
+    cdf = weights.cumsum(dim=-1)
+    if isinstance(generator, torch.Generator):
+        uniform = torch.rand((len(weights), 1), generator=generator, device=weights.device)
+    else:
+        uniform = torch.cat([torch.rand((1, 1), generator=g, device=weights.device) for g in generator])
+    threshold = (1.0 - uniform) * cdf[:, -1:]
+    return (cdf < threshold).sum(dim=-1).clamp_(max=weights.shape[-1] - 1)
+
+
 def _race(weights: torch.Tensor, generator: Generators) -> torch.Tensor:
     """Index ``i`` of each row with probability ``weights[i] / weights.sum()``: ``argmax(w / E)``.
 
@@ -169,7 +186,8 @@ def draw(
     The log-prob is the trainer's (``llm.restricted_logprobs``: the tempered softmax, renormalised
     over ``allowed`` (``(rows, K)`` ids, ``-1``-padded) when given; top-p only truncates what is
     drawn). Work over the whole vocabulary is what a step's cost grows with, so each path keeps it
-    to the minimum: under constraints none (the K allowed logits are gathered and raced over);
+    to the minimum: under constraints none (the K allowed logits are gathered and one uniform
+    per row picks among them);
     unconstrained at ``top_p = 1``, one max, one ``exp`` and one block sum, whose total is also the
     softmax's normaliser, so the log-prob needs no second softmax. That path writes its weights
     into ``scratch`` (a float32 tensor of ``logits``'s shape) when given: a loop that reuses one
@@ -183,7 +201,7 @@ def draw(
         choices = _allowed_logits(_tempered(logits, temperature), allowed)[0]  # (rows, K), padding -inf
         if temperature > 0:
             probs = torch.softmax(choices, dim=-1)
-            picked = _race(_nucleus(probs, config.top_p) if config.top_p < 1.0 else probs, generator)
+            picked = _inverse_cdf(_nucleus(probs, config.top_p) if config.top_p < 1.0 else probs, generator)
         else:
             picked = choices.argmax(dim=-1)
         tokens = allowed.gather(1, picked[:, None]).squeeze(1)

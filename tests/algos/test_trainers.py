@@ -186,8 +186,8 @@ def test_evaluate_on_another_split_matches_a_trainer_configured_for_it():
     settings = {**SMALL, "model": "tiny-webshop", "max_turns": 7}  # greedy clone buys by turn 5
     trainer = GRPOTrainer("rspo/WebShop-v0", eval_task_ids=[0, 1], **settings)  # held out: the test split
     heldout = trainer.evaluate()
-    training = trainer.evaluate(task_ids=[2, 3], split="train")
-    configured = GRPOTrainer("rspo/WebShop-v0", eval_task_ids=[2, 3], eval_split="train", **settings)
+    training = trainer.evaluate(task_ids=[4, 5], split="train")
+    configured = GRPOTrainer("rspo/WebShop-v0", eval_task_ids=[4, 5], eval_split="train", **settings)
     assert training == configured.evaluate()
     assert trainer.evaluate() == heldout  # each (split, size) keeps its own env
     assert training["eval/score"] != heldout["eval/score"]
