@@ -34,12 +34,15 @@ from typing import Any, Callable, Hashable
 import numpy as np
 import torch
 
+from rspo_gym.algos.checkpoints import claim_run_dir, read_checkpoint, restore_metrics, run_identity, write_checkpoint
 from rspo_gym.algos.config import TrainerConfig, save_config
 from rspo_gym.algos.defaults import resolve_config, resolve_model
 from rspo_gym.algos.envs import default_eval_split, make_vector_env
 from rspo_gym.algos.losses import agg_loss, kl_penalty, ppo_policy_loss, value_loss
-from rspo_gym.algos.rewards import DENSE_OUTCOMES, episode_scores, training_step_rewards
+from rspo_gym.algos.rewards import episode_scores, training_step_rewards
 from rspo_gym.algos.runs import create_run_dir, run_name, runs_dir
+from rspo_gym.algos.validation import check_env_id, check_eval_split, positive_int, unknown_fields_error
+from rspo_gym.errors import UserError
 from rspo_gym.policies.generation import GenerationConfig
 from rspo_gym.rollout.collector import CollectConfig, collect
 from rspo_gym.rollout.trajectory import Rollout, TrainingBatch, micro_batches, to_batch
@@ -130,9 +133,9 @@ class Trainer:
             raise TypeError(f"{type(self).__name__} takes a {self.config_class.__name__}, got {type(config).__name__}")
         unknown = set(overrides) - set(config.to_dict())
         if unknown:
-            raise TypeError(f"unknown {type(config).__name__} fields: {sorted(unknown)}")
-        self.config = replace(config, **overrides)
-        self._validate()
+            raise unknown_fields_error(type(config), unknown)
+        self.config = replace(config, **overrides)  # validated by the config (``validation.py``)
+        check_env_id(env)
         torch.manual_seed(self.config.seed)
         self.env_spec = env
         self.venv, self.env_factory = make_vector_env(
@@ -145,6 +148,9 @@ class Trainer:
             processes=self.config.processes,
         )
         self.env_id = self.venv.spec.id if self.venv.spec is not None else None
+        eval_split = self.config.eval_split or default_eval_split(self.env_id)
+        if self.env_factory is not None and eval_split:
+            check_eval_split(self.env_factory.with_kwargs(split=eval_split), eval_split)
         if isinstance(model, (str, os.PathLike)):
             model = resolve_model(str(model), self.env_id)
         self.model_name: str | None = model if isinstance(model, str) else None  # None: a given LLMPolicy
@@ -168,12 +174,18 @@ class Trainer:
         *,
         callback: Callable[["Trainer", dict], bool | None] | None = None,
         resume: bool = False,
+        overwrite: bool = False,
         time_budget_s: float | None = None,
     ) -> list[dict[str, Any]]:
         """Train until ``iterations`` (total, counting resumed ones); return the metric history.
 
-        ``resume=True`` continues from ``output_dir/checkpoint.pt`` when it exists (it needs an
-        ``output_dir``: without one every run starts a new folder). ``callback`` gets
+        ``resume=True`` continues from ``output_dir/checkpoint.pt`` (it needs an ``output_dir``:
+        without one every run starts a new folder), or from the start when the run left none; the
+        checkpoint must be intact and belong to this trainer's run (``algos/checkpoints.py``).
+        The history is then the run's whole record, the checkpoint's rows and the new ones, as the
+        uninterrupted run's would be; ``metrics.jsonl`` is rewritten to match it. A first
+        ``learn()`` that is no resume refuses a folder holding another run unless ``overwrite``.
+        Asking for fewer iterations than the run has done is an error. ``callback`` gets
         ``(trainer, metrics)`` after every iteration; returning False stops training.
         ``time_budget_s`` ends training at the first iteration after which another one would not
         fit in the budget; that last iteration is evaluated, so the history ends with a held-out
@@ -181,12 +193,12 @@ class Trainer:
         ``policy/`` and ``learning_curve.png`` are saved in the run folder.
         """
         started = time.perf_counter()
-        total = self.config.iterations if iterations is None else iterations
+        total = positive_int("iterations", self.config.iterations if iterations is None else iterations)
         if resume and self.output_dir is None:
-            raise ValueError("resume=True needs output_dir: without one, learn() starts a new run folder")
-        out = self._open_run()
-        if resume and (out / "checkpoint.pt").exists():
-            self.load_checkpoint(out / "checkpoint.pt")
+            raise UserError("resume=True needs output_dir: without one, learn() starts a new run folder")
+        self._open_run(resume=resume, overwrite=overwrite)
+        if total < self.iteration:
+            raise UserError(f"the run is at iteration {self.iteration}; learn() counts iterations from its start: ask for at least {self.iteration}, not {total}")
         bar = self._progress(total)
         for it in range(self.iteration, total):
             start = time.perf_counter()
@@ -486,14 +498,22 @@ class Trainer:
         return (every > 0 and (it + 1) % every == 0) or it + 1 == total
 
     # ------------------------------------------------------------------ run folder and logging
-    def _open_run(self) -> Path:
+    def _open_run(self, *, resume: bool = False, overwrite: bool = False) -> Path:
         """The run folder, made with its ``config.json`` by the first ``learn()`` (said in one line,
-        as SB3's "Logging to ..."); later calls continue in it."""
+        as SB3's "Logging to ..."); later calls continue in it. A resume loads the checkpoint (if
+        the run left one) and rewrites ``metrics.jsonl`` to its history before ``config.json`` is
+        written, so a refused checkpoint leaves the folder as it was."""
         if not self._run_open:
             if self.output_dir is None:
                 name = run_name(self.algo, self.env_id, time.strftime("%Y%m%d-%H%M%S"))
                 self.output_dir = create_run_dir(runs_dir(), name)
             self.output_dir.mkdir(parents=True, exist_ok=True)
+            claim_run_dir(self.output_dir, resume=resume, overwrite=overwrite)
+        if resume:
+            if (self.output_dir / "checkpoint.pt").exists():
+                self.load_checkpoint(self.output_dir / "checkpoint.pt")
+            restore_metrics(self.output_dir, self.history)
+        if not self._run_open:
             save_config(self.config, self.output_dir / "config.json", env_id=self.env_id, model=self.model_name)
             print(f"Logging to {self.output_dir}")
             self._run_open = True
@@ -567,16 +587,15 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
 
     def save_checkpoint(self, path: str | Path | None = None) -> Path:
-        """Write ``checkpoint.pt`` atomically (temp file + rename): a crash never leaves half a file."""
+        """Write ``checkpoint.pt`` atomically (temp file + rename): a crash never leaves half a file.
+        It records the run it belongs to and a sha256 of its bytes (``algos/checkpoints.py``)."""
         path = Path(path) if path is not None else self._require_output_dir() / "checkpoint.pt"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        torch.save(self.state(), tmp)
-        os.replace(tmp, path)
-        return path
+        return write_checkpoint(path, self.state(), run_identity(self))
 
     def load_checkpoint(self, path: str | Path) -> None:
-        self.load_state(torch.load(path, map_location="cpu", weights_only=False))  # copied onto the device by load_state
+        """Continue from ``path``; refused in one line (``UserError``) when it is damaged or belongs
+        to another run (another trainer, model or state-shaping config field)."""
+        self.load_state(read_checkpoint(path, expected=run_identity(self)))  # copied onto the device by load_state
 
     def _require_output_dir(self) -> Path:
         if self.output_dir is None:
@@ -584,28 +603,6 @@ class Trainer:
         return self.output_dir
 
     # ------------------------------------------------------------------ construction
-    def _validate(self) -> None:
-        c = self.config
-        if c.dense_outcome is not None and c.dense_outcome not in DENSE_OUTCOMES:
-            raise ValueError(f"dense_outcome must be one of {DENSE_OUTCOMES}, got {c.dense_outcome!r}")
-        if c.generation_backend not in GENERATION_BACKENDS:
-            raise ValueError(f"generation_backend must be one of {GENERATION_BACKENDS}, got {c.generation_backend!r}")
-        if c.generation_backend == "vllm" and c.constrained:
-            raise ValueError(
-                "constrained decoding is HF-only: set constrained=False with generation_backend='vllm' "
-                "(real instruction models write <think>/<action> replies; think=True asks for them)"
-            )
-        if c.invalid_penalty_on not in INVALID_PENALTY_ON:
-            raise ValueError(f"invalid_penalty_on must be one of {INVALID_PENALTY_ON}, got {c.invalid_penalty_on!r}")
-        resolve_precision(c.precision, "cpu")
-        for name in ("num_groups", "group_size", "mini_batch_size", "micro_batch_size", "ppo_epochs"):
-            value = getattr(c, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        budget = c.max_tokens_per_micro_batch
-        if budget is not None and (not isinstance(budget, int) or budget < 1):
-            raise ValueError(f"max_tokens_per_micro_batch must be a positive integer or None, got {budget!r}")
-
     def _make_policy(self, model: Any):
         """The learner: float32 weights unless ``precision="bf16"``, autocast under ``bf16-mixed``.
 
