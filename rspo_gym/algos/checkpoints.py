@@ -196,6 +196,8 @@ def read_checkpoint(path: str | Path, expected: dict[str, Any] | None = None) ->
             f.seek(size - _LENGTH.size)
             (trailer_bytes,) = _LENGTH.unpack(f.read(_LENGTH.size))
             start, end = len(MAGIC), size - _LENGTH.size - trailer_bytes
+            if end < start:
+                raise UserError(f"{damaged} (cut short, or its trailer is overwritten): {advice}")
             try:
                 f.seek(end)
                 trailer = json.loads(f.read(trailer_bytes).decode())
