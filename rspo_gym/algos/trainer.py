@@ -198,7 +198,10 @@ class Trainer:
             raise UserError("resume=True needs output_dir: without one, learn() starts a new run folder")
         self._open_run(resume=resume, overwrite=overwrite)
         if total < self.iteration:
-            raise UserError(f"the run is at iteration {self.iteration}; learn() counts iterations from its start: ask for at least {self.iteration}, not {total}")
+            raise UserError(
+                f"the run is at iteration {self.iteration}; learn() counts iterations from its start: "
+                f"ask for at least {self.iteration}, not {total}"
+            )
         bar = self._progress(total)
         for it in range(self.iteration, total):
             start = time.perf_counter()
