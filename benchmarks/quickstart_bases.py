@@ -46,7 +46,7 @@ def run(base: str, config: QuickstartConfig, output_dir: Path) -> dict:
         progress=False, **task_sets(config), **overrides,
     )
     before = trainer.evaluate()["eval/success"]
-    history = trainer.learn(config.iterations, time_budget_s=config.budget_minutes * 60 - (time.perf_counter() - start))
+    history = trainer.learn(config.iterations, time_budget_s=config.budget_minutes * 60 - (time.perf_counter() - start), overwrite=True)
     trainer.close()
     evaluations = [(0, before)] + [(row["iteration"], row["eval/success"]) for row in history if "eval/success" in row]
     result = {"base": base, "evaluations": evaluations, "minutes": (time.perf_counter() - start) / 60,

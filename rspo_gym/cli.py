@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import argparse
 import functools
+import dataclasses
 import sys
 from collections.abc import Callable, Sequence
 
 import gymnasium as gym
 
 import rspo_gym  # noqa: F401 - registers the environments
+from rspo_gym.errors import UserError
 
 __all__ = ["main"]
 
@@ -106,7 +108,7 @@ def _config_overrides(pairs: Sequence[str]) -> dict:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise SystemExit(f"--set expects key=value, got {pair!r}")
+            raise UserError(f"--set expects key=value, got {pair!r}")
         try:
             overrides[key.replace("-", "_")] = json.loads(value)
         except json.JSONDecodeError:
@@ -119,23 +121,59 @@ def _given(**flags) -> dict:
     return {key: value for key, value in flags.items() if value is not None}
 
 
+CONFIG_CLASSES = {"grpo": "TrainerConfig", "ppo": "PPOConfig", "gigpo": "GiGPOConfig", "rspo": "RSPOConfig"}
+
+
+def _require_llm_extra(command: str) -> None:
+    """One line naming the extra when torch or transformers is missing, before anything loads."""
+    import importlib.util
+
+    missing = [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UserError(f"rspo-gym {command} needs {' and '.join(missing)}: pip install 'rspo-gym[llm]'")
+
+
+def _checked_config(algo: str, overrides: dict):
+    """The algorithm's config with ``overrides``: unknown fields (with a did-you-mean) and bad values
+    are refused here, before torch, the env or the model is loaded."""
+    from rspo_gym.algos import config as configs
+    from rspo_gym.algos.validation import unknown_fields_error
+
+    cls = getattr(configs, CONFIG_CLASSES[algo])
+    unknown = set(overrides) - {f.name for f in dataclasses.fields(cls)}
+    if unknown:
+        raise unknown_fields_error(cls, unknown)
+    return cls(**overrides)
+
+
 def _trainer(algo: str, env: str, model: str, overrides: dict):
+    """The trainer, its config checked first; a model or env that cannot be had is a ``UserError``."""
+    config = _checked_config(algo, overrides)
     from rspo_gym import algos
 
     classes = {"grpo": algos.GRPOTrainer, "ppo": algos.PPOTrainer, "gigpo": algos.GiGPOTrainer, "rspo": algos.RSPOTrainer}
     try:
-        return classes[algo](env, model=model, **overrides)
-    except (TypeError, ValueError) as err:
-        raise SystemExit(f"rspo-gym: {err}") from err
+        return classes[algo](env, model=model, config=config)
+    except UserError:
+        raise
+    except (TypeError, ValueError) as err:  # e.g. an env that refuses its kwargs
+        raise UserError(str(err).splitlines()[0] if str(err) else type(err).__name__) from err
 
 
 def _train(args: argparse.Namespace) -> int:
-    extra = {"seed": args.seed, **_given(reward=args.reward, output_dir=args.output_dir, group_size=args.group_size,
-                                         num_groups=args.num_groups, eval_tasks=args.eval_tasks, max_turns=args.max_turns)}
+    if args.resume and args.overwrite:
+        raise UserError("--resume continues the run in --output-dir, --overwrite discards it: give one")
+    if args.resume and not args.output_dir:
+        raise UserError("--resume needs --output-dir, the folder of the run to continue")
+    _require_llm_extra("train")
+    extra = {"seed": args.seed, **_given(reward=args.reward, output_dir=args.output_dir, iterations=args.iterations,
+                                         group_size=args.group_size, num_groups=args.num_groups, eval_tasks=args.eval_tasks,
+                                         max_turns=args.max_turns)}
     if args.algo == "rspo":
         extra.update(base=args.base, swap=args.swap)
     trainer = _trainer(args.algo, args.env, args.model, {**_config_overrides(args.set), **extra})
-    history = trainer.learn(args.iterations)  # writes metrics, config, checkpoint, policy/ and the curve
+    # writes metrics, config, checkpoint, policy/ and the curve
+    history = trainer.learn(resume=args.resume, overwrite=args.overwrite)
     if not trainer.dist.is_main:  # under a launcher, rank 0 reports
         return 0
     last = history[-1] if history else {}
@@ -168,7 +206,7 @@ def _run_settings(model: str) -> tuple[str, str | None, dict]:
     try:
         config, info = load_config(config_path)
     except ValueError as err:
-        raise SystemExit(f"rspo-gym eval: {err}") from err
+        raise UserError(f"rspo-gym eval: {err}") from err
     return str(policy), info.get("env_id"), {name: getattr(config, name) for name in RUN_EVAL_FIELDS}
 
 
@@ -187,14 +225,14 @@ def _eval_plan(args: argparse.Namespace) -> tuple[str, str, dict]:
         overrides.update(eval_tasks=args.tasks, eval_task_ids=None)
     if args.task_type is not None:
         if env_family(env) != "alfworld":
-            raise SystemExit(f"rspo-gym eval: --task-type is an ALFWorld task type; {env} has none")
+            raise UserError(f"rspo-gym eval: --task-type is an ALFWorld task type; {env} has none")
         from rspo_gym.quickstart import alfworld_task_ids
 
         split = overrides.get("eval_split") or default_eval_split(env)
         try:
             overrides["eval_task_ids"] = alfworld_task_ids(split, args.task_type, args.tasks or EVAL_TASKS)
         except ValueError as err:
-            raise SystemExit(f"rspo-gym eval: {err}") from err
+            raise UserError(f"rspo-gym eval: {err}") from err
     overrides.update(_given(eval_temperature=args.temperature, max_turns=args.max_turns))
     return env, model, {**overrides, "seed": args.seed, "num_groups": 1, "group_size": 1}
 
@@ -202,6 +240,7 @@ def _eval_plan(args: argparse.Namespace) -> tuple[str, str, dict]:
 def _eval(args: argparse.Namespace) -> int:
     from rspo_gym.algos.envs import default_eval_split
 
+    _require_llm_extra("eval")
     env, model, overrides = _eval_plan(args)
     trainer = _trainer("grpo", env, model, overrides)
     c = trainer.config
@@ -234,6 +273,7 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def _quickstart(args: argparse.Namespace) -> int:
+    _require_llm_extra("quickstart")
     from rspo_gym.quickstart import QuickstartConfig, run_quickstart
 
     config = QuickstartConfig(
@@ -244,7 +284,7 @@ def _quickstart(args: argparse.Namespace) -> int:
     try:
         run_quickstart(config)
     except (TypeError, ValueError) as err:
-        raise SystemExit(f"rspo-gym quickstart: {err}") from err
+        raise UserError(f"rspo-gym quickstart: {err}") from err
     return 0
 
 
@@ -314,6 +354,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "(default: a new $RSPO_GYM_RUNS_DIR/<algo>-<env>-<time>/, runs/ without the variable)")
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="any config field (repeatable; `rspo-gym config --algo ALGO` lists them)")
+    train.add_argument("--resume", action="store_true",
+                       help="continue the run in --output-dir from its checkpoint (same settings; the record stays exact)")
+    train.add_argument("--overwrite", action="store_true", help="start over in an --output-dir that holds a run, discarding it")
     train.set_defaults(run=_train)
 
     evaluate = commands.add_parser("eval", help="success of a model on held-out tasks; needs the [llm] extra")
@@ -340,8 +383,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run a command; a ``UserError`` (bad input the user can fix) is one line on stderr, exit 2."""
     args = build_parser().parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except UserError as err:
+        print(f"rspo-gym: error: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

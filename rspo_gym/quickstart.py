@@ -130,8 +130,6 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, A
     config = resolved(config)
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    for stale in ("metrics.jsonl", "metrics.csv", "checkpoint.pt"):
-        (out / stale).unlink(missing_ok=True)  # a new run, not a resume
     network, tokenizer = load_model(config.model, seed=config.seed)
     policy = LLMPolicy(network, tokenizer, value_head=config.base == "ppo", seed=config.seed)
     tasks = task_sets(config)
@@ -165,7 +163,8 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, A
     before = trainer.evaluate()
     budget = 60.0 * config.budget_minutes - (time.perf_counter() - start)
     print(f"[3/3] RSPO-{config.base} ({config.swap}) on {len(tasks['train_task_ids'])} training tasks ...", flush=True)
-    history = trainer.learn(config.iterations, time_budget_s=budget)  # also writes policy/ and config.json
+    # a new run, not a resume: a previous quick start's record in the folder is replaced
+    history = trainer.learn(config.iterations, time_budget_s=budget, overwrite=True)  # also writes policy/ and config.json
     summary = _summarise(config, before, history, time.perf_counter() - start, warm_history)
     title = f"RSPO-{config.base} on {config.env_id} ({config.model})"
     plot_learning_curve(history, out / "learning_curve.png", title=title, start=before)  # the curve with iteration 0

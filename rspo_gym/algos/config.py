@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from rspo_gym.algos.validation import unknown_fields_error, validate_config
+
 __all__ = ["TrainerConfig", "GiGPOConfig", "PPOConfig", "RSPOConfig", "RUN_INFO_KEYS", "save_config", "load_config"]
 
 #: Keys a run's ``config.json`` holds beside the config fields and ``config_class``: what the run
@@ -204,14 +206,18 @@ class TrainerConfig:
     ``learning_curve.png``; None: a new ``runs/<algo>-<env>-<timestamp>/`` (base folder from
     ``$RSPO_GYM_RUNS_DIR``). The folder is made by the first ``learn()``, not by the constructor, so
     a trainer built only to ``evaluate()`` leaves nothing behind."""
-    checkpoint_every: int = 0
-    """Checkpoint every this many iterations (0: only at the end of ``learn()``)."""
+    checkpoint_every: int = 1
+    """Checkpoint every this many iterations (0: only at the end of ``learn()``). Every iteration
+    by default: a resume then repeats no work, for a few per cent of an iteration's time."""
     progress: bool = True
     """Show a progress bar (tqdm) on a terminal."""
     report_to: str = "none"
     """Where metrics go besides ``metrics.jsonl`` and ``metrics.csv`` (TRL's name): ``none``,
     ``tensorboard`` (event files in ``<output_dir>/tensorboard``; the ``[llm]`` extra installs it)
     or ``wandb`` (a Weights & Biases run named after the run folder; ``pip install wandb``)."""
+
+    def __post_init__(self) -> None:
+        validate_config(self)  # types, ranges and choices of every field (``validation.py``)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "config_class": type(self).__name__}
@@ -222,7 +228,7 @@ class TrainerConfig:
         names = {f.name for f in fields(cls)}
         unknown = set(data) - names - {"config_class", *RUN_INFO_KEYS}
         if unknown:
-            raise ValueError(f"unknown {cls.__name__} fields: {sorted(unknown)}")
+            raise unknown_fields_error(cls, unknown)
         return cls(**{k: v for k, v in data.items() if k in names})
 
 

@@ -141,13 +141,7 @@ class RSPOTrainer(Trainer):
             raise ValueError(f"unknown base {chosen!r}; expected one of {BASES}")
         self.needs_values = chosen == "ppo"
         super().__init__(env, model, config, **overrides)
-        c = self.config
-        if c.swap not in SWAPS:
-            raise ValueError(f"unknown swap {c.swap!r}; expected one of {SWAPS}")
-        if c.reward == "dense":
-            raise ValueError("RSPO's learner optimises the outcome: use reward='outcome' or 'score' (the explorer uses dense)")
-        if c.replay_age < 1:
-            raise ValueError(f"replay_age counts the updates an explorer trajectory joins, its own included: at least 1, got {c.replay_age}")
+        c = self.config  # its swap, reward and replay_age were checked by RSPOConfig itself
         self.algo = f"rspo-{c.base}-{c.swap}"
         self.buffer: list[tuple[int, Rollout]] = []
         self._iteration_for_anneal = 0  # the iteration being trained (anneal's beta schedule)

@@ -34,6 +34,7 @@ from typing import Any, Callable, Hashable
 import numpy as np
 import torch
 
+from rspo_gym.algos.checkpoints import claim_run_dir, read_checkpoint, restore_metrics, run_identity, write_checkpoint
 from rspo_gym.algos.config import TrainerConfig, save_config
 from rspo_gym.algos.defaults import resolve_config, resolve_model
 from rspo_gym.algos.distributed import detect, group_share
@@ -41,8 +42,10 @@ from rspo_gym.algos.envs import default_eval_split, env_pool_settings, make_vect
 from rspo_gym.algos.losses import agg_loss, kl_penalty, ppo_policy_loss, value_loss
 from rspo_gym.algos.progress import TrainingProgress, another_iteration_fits, quiet_third_party_progress
 from rspo_gym.algos.reporting import check_report_to, make_reporter
-from rspo_gym.algos.rewards import DENSE_OUTCOMES, episode_scores, training_step_rewards
+from rspo_gym.algos.rewards import episode_scores, training_step_rewards
 from rspo_gym.algos.runs import create_run_dir, run_name, runs_dir
+from rspo_gym.algos.validation import check_env_id, check_eval_split, positive_int, unknown_fields_error
+from rspo_gym.errors import UserError
 from rspo_gym.policies.generation import GenerationConfig
 from rspo_gym.rollout.collector import CollectConfig, CollectionDeadline, collect
 from rspo_gym.rollout.trajectory import Rollout, TrainingBatch, micro_batches, to_batch
@@ -150,9 +153,10 @@ class Trainer:
             raise TypeError(f"{type(self).__name__} takes a {self.config_class.__name__}, got {type(config).__name__}")
         unknown = set(overrides) - set(config.to_dict())
         if unknown:
-            raise TypeError(f"unknown {type(config).__name__} fields: {sorted(unknown)}")
-        self.config = replace(config, **overrides)
-        self._validate()
+            raise unknown_fields_error(type(config), unknown)
+        self.config = replace(config, **overrides)  # validated by the config (``validation.py``)
+        check_env_id(env)
+        check_report_to(self.config.report_to)  # the package it needs is installed
         torch.manual_seed(self.config.seed)
         self.env_spec = env
         self.dist = detect()  # one process, or this rank of a launched job (algos/distributed.py)
@@ -167,6 +171,9 @@ class Trainer:
             **env_pool_settings(self.config),
         )
         self.env_id = self.venv.spec.id if self.venv.spec is not None else None
+        eval_split = self.config.eval_split or default_eval_split(self.env_id)
+        if self.env_factory is not None and eval_split:
+            check_eval_split(self.env_factory.with_kwargs(split=eval_split), eval_split)
         if isinstance(model, (str, os.PathLike)):
             model = resolve_model(str(model), self.env_id)
         self.model_name: str | None = model if isinstance(model, str) else None  # None: a given LLMPolicy
@@ -190,12 +197,18 @@ class Trainer:
         *,
         callback: Callable[["Trainer", dict], bool | None] | None = None,
         resume: bool = False,
+        overwrite: bool = False,
         time_budget_s: float | None = None,
     ) -> list[dict[str, Any]]:
         """Train until ``iterations`` (total, counting resumed ones); return the metric history.
 
-        ``resume=True`` continues from ``output_dir/checkpoint.pt`` when it exists (it needs an
-        ``output_dir``: without one every run starts a new folder). ``callback`` gets
+        ``resume=True`` continues from ``output_dir/checkpoint.pt`` (it needs an ``output_dir``:
+        without one every run starts a new folder), or from the start when the run left none; the
+        checkpoint must be intact and belong to this trainer's run (``algos/checkpoints.py``).
+        The history is then the run's whole record, the checkpoint's rows and the new ones, as the
+        uninterrupted run's would be; ``metrics.jsonl`` is rewritten to match it. A first
+        ``learn()`` that is no resume refuses a folder holding another run unless ``overwrite``.
+        Asking for fewer iterations than the run has done is an error. ``callback`` gets
         ``(trainer, metrics)`` after every iteration; returning False stops training.
         ``time_budget_s`` is a limit on this call: training ends at the first iteration after which
         another one (as long as the last) and the final evaluation (as long as the last
@@ -207,12 +220,15 @@ class Trainer:
         """
         started = time.perf_counter()
         deadline = None if time_budget_s is None else started + time_budget_s
-        total = self.config.iterations if iterations is None else iterations
+        total = positive_int("iterations", self.config.iterations if iterations is None else iterations)
         if resume and self.output_dir is None:
-            raise ValueError("resume=True needs output_dir: without one, learn() starts a new run folder")
-        out = self._open_run()
-        if resume and (out / "checkpoint.pt").exists():
-            self.load_checkpoint(out / "checkpoint.pt")
+            raise UserError("resume=True needs output_dir: without one, learn() starts a new run folder")
+        self._open_run(resume=resume, overwrite=overwrite)
+        if total < self.iteration:
+            raise UserError(
+                f"the run is at iteration {self.iteration}; learn() counts iterations from its start: "
+                f"ask for at least {self.iteration}, not {total}"
+            )
         progress = TrainingProgress(self.config.progress and self.dist.is_main, f"{self.algo} {self.env_id or ''}".strip(), total, self.iteration, time_budget_s)
         for it in range(self.iteration, total):
             start = time.perf_counter()
@@ -563,9 +579,11 @@ class Trainer:
         return (every > 0 and (it + 1) % every == 0) or it + 1 == total
 
     # ------------------------------------------------------------------ run folder and logging
-    def _open_run(self) -> Path:
+    def _open_run(self, *, resume: bool = False, overwrite: bool = False) -> Path:
         """The run folder, made with its ``config.json`` by the first ``learn()`` (said in one line,
-        as SB3's "Logging to ..."); later calls continue in it."""
+        as SB3's "Logging to ..."); later calls continue in it. A resume loads the checkpoint (if
+        the run left one) and rewrites ``metrics.jsonl`` to its history before ``config.json`` is
+        written, so a refused checkpoint leaves the folder as it was."""
         if not self._run_open:
             if self.output_dir is None and self.dist.is_main:
                 name = run_name(self.algo, self.env_id, time.strftime("%Y%m%d-%H%M%S"))
@@ -573,6 +591,15 @@ class Trainer:
             self.output_dir = Path(self.dist.gather([str(self.output_dir)])[0])  # rank 0's folder
             if self.dist.is_main:
                 self.output_dir.mkdir(parents=True, exist_ok=True)
+                claim_run_dir(self.output_dir, resume=resume, overwrite=overwrite)
+            self.dist.barrier()
+        if resume:
+            if (self.output_dir / "checkpoint.pt").exists():
+                self.load_checkpoint(self.output_dir / "checkpoint.pt")
+            if self.dist.is_main:
+                restore_metrics(self.output_dir, self.history)
+        if not self._run_open:
+            if self.dist.is_main:
                 save_config(self.config, self.output_dir / "config.json", env_id=self.env_id, model=self.model_name)
                 print(f"Logging to {self.output_dir}")
             self._run_open = True
@@ -626,23 +653,24 @@ class Trainer:
             self.optimizer.load_state_dict(state["optimizer"])
 
     def save_checkpoint(self, path: str | Path | None = None) -> Path:
-        """Write ``checkpoint.pt`` atomically (temp file + rename): a crash never leaves half a file."""
+        """Write ``checkpoint.pt`` atomically (temp file + rename): a crash never leaves half a file.
+        It records the run it belongs to and a sha256 of its bytes (``algos/checkpoints.py``)."""
         path = Path(path) if path is not None else self._require_output_dir() / "checkpoint.pt"
         state = self.state()
         if self.dist.shards_state:  # FSDP / DeepSpeed: weights and optimizer sharded, in the engine's format
             self.dist.save_engine_state(_engine_folder(path))
             del state["policy"], state["optimizer"]
+        identity = run_identity(self)
         self.dist.barrier()  # ranks hold the same weights after the update: rank 0 writes them
         if self.dist.is_main:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(path.suffix + ".tmp")
-            torch.save(state, tmp)
-            os.replace(tmp, path)
+            write_checkpoint(path, state, identity)
         self.dist.barrier()
         return path
 
     def load_checkpoint(self, path: str | Path) -> None:
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        """Continue from ``path``; refused in one line (``UserError``) when it is damaged or belongs
+        to another run (another trainer, model or state-shaping config field)."""
+        state = read_checkpoint(path, expected=run_identity(self))
         if "policy" not in state:  # written under FSDP / DeepSpeed
             self.dist.load_engine_state(_engine_folder(Path(path)))
         self.load_state(state)  # copied onto the device by load_state
@@ -653,29 +681,6 @@ class Trainer:
         return self.output_dir
 
     # ------------------------------------------------------------------ construction
-    def _validate(self) -> None:
-        c = self.config
-        if c.dense_outcome is not None and c.dense_outcome not in DENSE_OUTCOMES:
-            raise ValueError(f"dense_outcome must be one of {DENSE_OUTCOMES}, got {c.dense_outcome!r}")
-        if c.generation_backend not in GENERATION_BACKENDS:
-            raise ValueError(f"generation_backend must be one of {GENERATION_BACKENDS}, got {c.generation_backend!r}")
-        if c.generation_backend == "vllm" and c.constrained:
-            raise ValueError(
-                "constrained decoding is HF-only: set constrained=False with generation_backend='vllm' "
-                "(real instruction models write <think>/<action> replies; think=True asks for them)"
-            )
-        if c.invalid_penalty_on not in INVALID_PENALTY_ON:
-            raise ValueError(f"invalid_penalty_on must be one of {INVALID_PENALTY_ON}, got {c.invalid_penalty_on!r}")
-        resolve_precision(c.precision, "cpu")
-        check_report_to(c.report_to)
-        for name in ("num_groups", "group_size", "mini_batch_size", "micro_batch_size", "ppo_epochs"):
-            value = getattr(c, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        budget = c.max_tokens_per_micro_batch
-        if budget is not None and (not isinstance(budget, int) or budget < 1):
-            raise ValueError(f"max_tokens_per_micro_batch must be a positive integer or None, got {budget!r}")
-
     def _make_policy(self, model: Any):
         """The learner: float32 weights unless ``precision="bf16"``, autocast under ``bf16-mixed``.
 

@@ -40,6 +40,8 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
+from rspo_gym.errors import UserError
+
 __all__ = [
     "MODEL_PRESETS",
     "ModelNotAvailableError",
@@ -96,8 +98,9 @@ PROMPT_TEXTS = (
 )
 
 
-class ModelNotAvailableError(OSError):
-    """The requested model's files are not on this machine and cannot be downloaded."""
+class ModelNotAvailableError(UserError, OSError):
+    """The requested model's files are not on this machine and cannot be downloaded (a user error:
+    the command line prints its one line)."""
 
 
 # ------------------------------------------------------------------------------------- presets
@@ -425,19 +428,45 @@ def _smollm2_safetensors(cache_dir: Path) -> Path:
 
 # ---------------------------------------------------------------------------------- pretrained
 def _load_pretrained(name: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """A local directory or a cached Hub model; a download only when the Hub is reachable."""
-    if Path(name).expanduser().is_dir():
-        return _from_pretrained(str(Path(name).expanduser()), local_files_only=True)
+    """A local directory or a cached Hub model; a download only when the Hub is reachable.
+
+    Before a download, one quick request asks the Hub whether the model exists, so a wrong name or
+    no network fails at once instead of after the download's retries (about a minute).
+    """
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelNotAvailableError(
+                f"{path} holds no model (no config.json): pass a folder written by save_pretrained "
+                f"(a run's policy/), a preset ({', '.join(MODEL_PRESETS)}) or a Hugging Face id"
+            )
+        return _from_pretrained(str(path), local_files_only=True)
     try:
         return _from_pretrained(name, local_files_only=True)
     except OSError as cached_error:
         offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
         if offline:
             raise _not_available(name, "HF_HUB_OFFLINE is set") from cached_error
+    _check_on_hub(name)
     try:
         return _from_pretrained(name, local_files_only=False)
     except OSError as download_error:
         raise _not_available(name, "downloading it failed") from download_error
+
+
+def _check_on_hub(name: str) -> None:
+    """``name`` is a Hub id the Hub knows, asked once without retries; else ``ModelNotAvailableError``."""
+    import huggingface_hub
+    from huggingface_hub.errors import HFValidationError, RepositoryNotFoundError
+
+    try:
+        huggingface_hub.model_info(name, timeout=10)
+    except HFValidationError as err:
+        raise _not_available(name, "it is not a Hugging Face id either") from err
+    except RepositoryNotFoundError as err:
+        raise _not_available(name, "the Hugging Face Hub has no such model") from err
+    except Exception as err:  # noqa: BLE001 - any network failure: say so instead of retrying
+        raise _not_available(name, f"the Hugging Face Hub cannot be reached ({type(err).__name__})") from err
 
 
 def _from_pretrained(name: str, local_files_only: bool) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:

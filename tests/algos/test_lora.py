@@ -10,6 +10,7 @@ pytest.importorskip("peft")
 from transformers import AutoModelForCausalLM  # noqa: E402
 
 from rspo_gym.algos import GRPOTrainer, RSPOTrainer  # noqa: E402
+from rspo_gym.algos.checkpoints import read_checkpoint  # noqa: E402
 from rspo_gym.rollout.trajectory import to_batch  # noqa: E402
 
 SMALL = dict(num_groups=2, group_size=2, max_turns=2, eval_every=0, progress=False, seed=0)
@@ -61,7 +62,7 @@ def test_lora_runs_resume_exactly_and_export_adapters_and_merged_models(tmp_path
     full_history = full.learn()
     cut = RSPOTrainer("rspo/ALFWorld-v0", output_dir=str(tmp_path / "cut"), **kwargs)
     cut.learn(1)
-    checkpoint = torch.load(tmp_path / "cut" / "checkpoint.pt", weights_only=False)
+    checkpoint = read_checkpoint(tmp_path / "cut" / "checkpoint.pt")
     assert set(checkpoint["policy"]) == {"adapter"}  # adapters only, not the base
     resumed = RSPOTrainer("rspo/ALFWorld-v0", output_dir=str(tmp_path / "cut"), **kwargs)
     history = resumed.learn(2, resume=True)

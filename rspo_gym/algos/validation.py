@@ -1,0 +1,305 @@
+"""Every trainer config field checked where the config is made, before any env or model is built.
+
+- ``validate_config``: types, ranges and choices of every field a config has (``RULES``), then
+  the checks across fields; called by the config dataclasses' ``__post_init__``, so a bad value
+  fails in ``TrainerConfig(...)``, in ``dataclasses.replace`` and in ``from_dict`` alike.
+- ``unknown_fields_error``: the error for field names a config does not have, with a did-you-mean.
+- ``positive_int``: the check of a count given outside a config (``learn(iterations)``).
+- ``check_env_id`` / ``check_eval_split``: the env id is registered and the held-out split exists
+  (needs the env, so the trainer calls them after the cheap env build, before the model load).
+
+Every error is a ``UserError`` (a ``ValueError``) whose one line names the field, what it must be
+and what came. The choice tuples repeat those of the modules that implement them (``losses``,
+``advantages``, ``rewards``, ``rspo``, ``trainer``), which import torch; a test checks that they
+agree. This module imports nothing heavy, so the command line validates before loading torch.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from rspo_gym.errors import UserError
+
+__all__ = [
+    "CHOICES",
+    "RULES",
+    "UnknownFieldError",
+    "validate_config",
+    "unknown_fields_error",
+    "positive_int",
+    "check_env_id",
+    "check_eval_split",
+]
+
+#: Allowed values of the fields with a fixed set of choices.
+CHOICES: dict[str, tuple[str, ...]] = {
+    "generation_backend": ("hf", "vllm"),
+    "reward": ("outcome", "score", "dense"),
+    "invalid_penalty_on": ("format", "format_or_env"),
+    "dense_outcome": ("outcome", "score"),
+    "precision": ("fp32", "bf16-mixed", "bf16"),
+    "loss_agg": ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm", "none"),
+    "kl_kind": ("k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl"),
+    "episode_stats": ("steps", "trajectories"),
+    "gigpo_norm": ("mean_std", "mean_std_norm", "mean", "mean_norm"),
+    "base": ("grpo", "ppo", "gigpo"),
+    "swap": ("explorer", "rank", "anneal"),
+    "env_pool": ("inprocess", "processes", "ray"),
+    "report_to": ("none", "tensorboard", "wandb"),
+}
+
+Rule = Callable[[Any], str | None]  # None: valid; else what the value must be
+
+
+class UnknownFieldError(UserError, TypeError):
+    """A field name the config does not have (a ``TypeError`` too, as for an unknown keyword)."""
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _optional(rule: Rule) -> Rule:
+    def check(value: Any) -> str | None:
+        problem = rule(value) if value is not None else None
+        return f"{problem} or None" if problem else None
+
+    return check
+
+
+def _int(low: int) -> Rule:
+    words = {0: "a non-negative integer", 1: "a positive integer"}.get(low, f"an integer >= {low}")
+    return lambda value: None if _is_int(value) and value >= low else words
+
+
+def _number(low: float | None = None, high: float | None = None, *, low_open: bool = False, high_open: bool = False) -> Rule:
+    bounds = []
+    if low is not None:
+        bounds.append(f"{'>' if low_open else '>='} {low:g}")
+    if high is not None:
+        bounds.append(f"{'<' if high_open else '<='} {high:g}")
+    words = "a number" + (f" {' and '.join(bounds)}" if bounds else "")
+
+    def check(value: Any) -> str | None:
+        if not _is_number(value):
+            return words
+        if low is not None and (value <= low if low_open else value < low):
+            return words
+        if high is not None and (value >= high if high_open else value > high):
+            return words
+        return None
+
+    return check
+
+
+def _bool(value: Any) -> str | None:
+    return None if isinstance(value, bool) else "true or false"
+
+
+def _choice(name: str) -> Rule:
+    return lambda value: None if value in CHOICES[name] else f"one of {', '.join(CHOICES[name])}"
+
+
+def _text(value: Any) -> str | None:
+    return None if isinstance(value, str) and value else "a non-empty string"
+
+
+def _mapping(value: Any) -> str | None:
+    return None if isinstance(value, dict) and all(isinstance(k, str) for k in value) else "a JSON object (keyword arguments)"
+
+
+def _task_ids(value: Any) -> str | None:
+    ok = isinstance(value, list) and value and all(_is_int(v) and v >= 0 for v in value)
+    return None if ok else "a non-empty list of task ids (integers >= 0)"
+
+
+def _target_modules(value: Any) -> str | None:
+    ok = _text(value) is None or (isinstance(value, list) and value and all(_text(v) is None for v in value))
+    return None if ok else "a module name pattern or a non-empty list of module names"
+
+
+def _output_dir(value: Any) -> str | None:
+    if not isinstance(value, str) or not value:
+        return "a folder path"
+    path = Path(value).expanduser()
+    if path.exists() and not path.is_dir():
+        return "a folder, not an existing file"
+    return None
+
+
+#: The rule of every config field (a test checks that every field of every config has one).
+RULES: dict[str, Rule] = {
+    # rollout
+    "num_groups": _int(1),
+    "group_size": _int(1),
+    "max_turns": _optional(_int(1)),
+    "temperature": _number(0, low_open=True),
+    "top_p": _number(0, 1, low_open=True),
+    "max_new_tokens": _int(1),
+    "max_prompt_length": _optional(_int(1)),
+    "history_length": _optional(_int(0)),
+    "think": _bool,
+    "constrained": _bool,
+    "train_task_ids": _optional(_task_ids),
+    "env_kwargs": _mapping,
+    "processes": _int(0),
+    "env_pool": _optional(_choice("env_pool")),
+    "env_workers": _optional(_int(1)),
+    # generation engine
+    "generation_backend": _choice("generation_backend"),
+    "vllm_gpu_memory_utilization": _number(0, 1, low_open=True),
+    "vllm_enable_sleep_mode": _optional(_bool),
+    "vllm_tensor_parallel_size": _int(1),
+    "vllm_kwargs": _mapping,
+    "recompute_old_logprobs": _optional(_bool),
+    # reward
+    "reward": _optional(_choice("reward")),
+    "success_reward": _number(),
+    "invalid_penalty": _number(0),
+    "invalid_penalty_on": _choice("invalid_penalty_on"),
+    "process_potential": _optional(_text),
+    "process_coef": _number(),
+    "dense_outcome": _optional(_choice("dense_outcome")),
+    "process_gamma": _optional(_number(0, 1)),
+    # optimisation
+    "learning_rate": _number(0, low_open=True),
+    "weight_decay": _number(0),
+    "precision": _optional(_choice("precision")),
+    "ppo_epochs": _int(1),
+    "mini_batch_size": _int(1),
+    "micro_batch_size": _int(1),
+    "max_tokens_per_micro_batch": _optional(_int(1)),
+    "gradient_checkpointing": _bool,
+    "clip": _number(0, low_open=True),
+    "clip_high": _optional(_number(0, low_open=True)),
+    "dual_clip": _optional(_number(1, low_open=True)),
+    "loss_agg": _choice("loss_agg"),
+    "entropy_coef": _number(),
+    "kl_coef": _number(0),
+    "kl_kind": _choice("kl_kind"),
+    "lora_r": _int(0),
+    "lora_alpha": _number(0, low_open=True),
+    "lora_dropout": _number(0, 1, high_open=True),
+    "lora_target_modules": _target_modules,
+    "ref_offload": _bool,
+    "max_grad_norm": _number(0, low_open=True),
+    # GRPO-family estimators
+    "norm_by_std": _bool,
+    "episode_stats": _choice("episode_stats"),
+    # evaluation, logging, checkpoints
+    "iterations": _int(1),
+    "eval_every": _int(0),
+    "eval_tasks": _int(1),
+    "eval_split": _optional(_text),
+    "eval_task_ids": _optional(_task_ids),
+    "eval_temperature": _number(0),
+    "eval_seed": _int(0),
+    "seed": _int(0),
+    "output_dir": _optional(_output_dir),
+    "checkpoint_every": _int(0),
+    "progress": _bool,
+    "report_to": _choice("report_to"),
+    # GiGPO
+    "gamma": _number(0, 1),
+    "omega": _number(),
+    "gigpo_norm": _choice("gigpo_norm"),
+    # PPO
+    "gae_gamma": _number(0, 1),
+    "gae_lambda": _number(0, 1),
+    "vf_coef": _number(0),
+    "critic_lr": _optional(_number(0, low_open=True)),
+    "critic_max_grad_norm": _number(0, low_open=True),
+    "value_clip": _number(0, low_open=True),
+    # RSPO
+    "base": _choice("base"),
+    "swap": _choice("swap"),
+    "explorer_group_size": _int(0),
+    "explorer_sync_every": _int(1),
+    "explorer_updates": _int(0),
+    "explorer_lora": _bool,
+    "replay_age": _int(1),
+    "is_cap": _number(0, low_open=True),
+    "anneal_iterations": _int(1),
+}
+
+
+def validate_config(config: Any) -> None:
+    """Raise ``UserError`` naming the first field of ``config`` whose value is not allowed.
+
+    >>> from rspo_gym.algos.config import TrainerConfig
+    >>> TrainerConfig(max_turns=0)
+    Traceback (most recent call last):
+    ...
+    rspo_gym.errors.UserError: max_turns must be a positive integer or None, got 0
+    """
+    for f in fields(config):
+        value = getattr(config, f.name)
+        problem = RULES[f.name](value)
+        if problem:
+            raise UserError(f"{f.name} must be {problem}, got {value!r}")
+    _check_across_fields(config)
+
+
+def _check_across_fields(config: Any) -> None:
+    if config.generation_backend == "vllm" and config.constrained:
+        raise UserError(
+            "constrained decoding is HF-only: set constrained=False with generation_backend='vllm' "
+            "(real instruction models write <think>/<action> replies; think=True asks for them)"
+        )
+    if getattr(config, "base", None) is not None and config.reward == "dense":
+        raise UserError("RSPO's learner optimises the outcome: use reward='outcome' or 'score' (the explorer uses dense)")
+
+
+def unknown_fields_error(config_class: type, names: Iterable[str]) -> UnknownFieldError:
+    """The error for ``names`` that ``config_class`` lacks, each with its closest field, if any.
+
+    >>> from rspo_gym.algos.config import TrainerConfig
+    >>> str(unknown_fields_error(TrainerConfig, ["num_grups"]))
+    "unknown TrainerConfig field 'num_grups' (did you mean 'num_groups'?)"
+    """
+    known = [f.name for f in fields(config_class)]
+    described = []
+    for name in sorted(names):
+        close = difflib.get_close_matches(name, known, n=1)
+        described.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    plural = "s" if len(described) > 1 else ""
+    return UnknownFieldError(f"unknown {config_class.__name__} field{plural} {', '.join(described)}")
+
+
+def positive_int(name: str, value: Any) -> int:
+    """``value`` when it is a positive integer, else a ``UserError`` naming ``name``."""
+    if not _is_int(value) or value < 1:
+        raise UserError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def check_env_id(env: Any) -> None:
+    """For an env id string: that Gymnasium knows it (its own did-you-mean in the message)."""
+    if not isinstance(env, str):
+        return
+    import gymnasium as gym
+
+    import rspo_gym  # noqa: F401 - registers our envs
+
+    try:
+        gym.spec(env)
+    except gym.error.Error as err:
+        raise UserError(f"unknown env id {env!r}: {err}") from err
+
+
+def check_eval_split(make_env: Callable[[], Any], split: str) -> None:
+    """That the env made by ``make_env`` (the evaluation env factory) accepts ``split``: one env
+    is built and closed, as cheap as the training env, before the model is loaded."""
+    try:
+        make_env().close()
+    except (TypeError, ValueError) as err:
+        raise UserError(f"eval_split {split!r} does not fit the env: {err}") from err

@@ -1,0 +1,89 @@
+"""Every config field is checked by the config itself, before any env or model is built."""
+
+from dataclasses import fields
+
+import pytest
+
+from rspo_gym.algos.config import GiGPOConfig, PPOConfig, RSPOConfig, TrainerConfig
+from rspo_gym.algos.validation import CHOICES, RULES, unknown_fields_error
+from rspo_gym.errors import UserError
+
+NONSENSE = [
+    ("explorer_group_size", -3, "a non-negative integer"),
+    ("temperature", 0, "a number > 0"),
+    ("temperature", -1.0, "a number > 0"),
+    ("top_p", 0, "a number > 0 and <= 1"),
+    ("top_p", 1.5, "a number > 0 and <= 1"),
+    ("max_new_tokens", 0, "a positive integer"),
+    ("iterations", -3, "a positive integer"),
+    ("max_turns", 0, "a positive integer or None"),
+    ("max_turns", "abc", "a positive integer or None"),
+    ("learning_rate", "abc", "a number > 0"),
+    ("learning_rate", float("nan"), "a number > 0"),
+    ("loss_agg", "sum", "one of token-mean"),
+    ("episode_stats", "episodes", "one of steps, trajectories"),
+    ("kl_kind", "k4", "one of k1"),
+    ("train_task_ids", "abc", "a non-empty list of task ids"),
+    ("train_task_ids", [], "a non-empty list of task ids"),
+    ("train_task_ids", [1, -2], "a non-empty list of task ids"),
+    ("eval_split", "", "a non-empty string or None"),
+    ("num_groups", True, "a positive integer"),
+    ("progress", "yes", "true or false"),
+    ("base", "sac", "one of grpo, ppo, gigpo"),
+    ("swap", "magic", "one of explorer, rank, anneal"),
+    ("replay_age", 0, "a positive integer"),
+    ("checkpoint_every", -1, "a non-negative integer"),
+]
+
+
+@pytest.mark.parametrize("name,value,expected", NONSENSE, ids=lambda v: str(v))
+def test_nonsense_is_refused_by_the_config_in_one_line(name, value, expected):
+    with pytest.raises(UserError) as refused:
+        RSPOConfig(**{name: value})
+    assert str(refused.value).startswith(f"{name} must be {expected}") and str(refused.value).endswith(f"got {value!r}")
+
+
+def test_every_field_of_every_config_has_a_rule_and_the_defaults_pass():
+    for cls in (TrainerConfig, GiGPOConfig, PPOConfig, RSPOConfig):
+        assert {f.name for f in fields(cls)} <= set(RULES), cls
+        cls()  # defaults are valid
+
+
+def test_output_dir_that_is_a_file_is_refused(tmp_path):
+    path = tmp_path / "file"
+    path.write_text("x")
+    with pytest.raises(UserError, match="output_dir must be a folder, not an existing file"):
+        TrainerConfig(output_dir=str(path))
+    TrainerConfig(output_dir=str(tmp_path / "new"))
+
+
+def test_replace_and_from_dict_validate_too():
+    from dataclasses import replace
+
+    with pytest.raises(UserError, match="max_turns"):
+        replace(TrainerConfig(), max_turns=0)
+    with pytest.raises(UserError, match="learning_rate"):
+        TrainerConfig.from_dict({"learning_rate": "abc"})
+    with pytest.raises(TypeError, match=r"unknown TrainerConfig field 'num_grups' \(did you mean 'num_groups'\?\)"):
+        TrainerConfig.from_dict({"num_grups": 1})
+    assert str(unknown_fields_error(TrainerConfig, ["zzz"])) == "unknown TrainerConfig field 'zzz'"
+
+
+def test_rspo_learner_cannot_train_on_the_dense_reward():
+    with pytest.raises(UserError, match="RSPO's learner optimises the outcome"):
+        RSPOConfig(reward="dense")
+    TrainerConfig(reward="dense")
+
+
+def test_choices_agree_with_the_modules_that_implement_them():
+    pytest.importorskip("torch")
+    from rspo_gym.algos import advantages, envs, losses, reporting, rewards, rspo, trainer
+
+    assert CHOICES["loss_agg"] == losses.AGG_MODES
+    assert set(CHOICES["kl_kind"]) == set(losses._KL_KINDS)
+    assert CHOICES["reward"] == rewards.REWARD_KINDS and CHOICES["dense_outcome"] == rewards.DENSE_OUTCOMES
+    assert CHOICES["episode_stats"] == advantages._EPISODE_STATS and set(CHOICES["gigpo_norm"]) == set(advantages._GIGPO_NORMS)
+    assert CHOICES["base"] == rspo.BASES and CHOICES["swap"] == rspo.SWAPS
+    assert CHOICES["precision"] == trainer.PRECISIONS and CHOICES["generation_backend"] == trainer.GENERATION_BACKENDS
+    assert CHOICES["invalid_penalty_on"] == trainer.INVALID_PENALTY_ON
+    assert CHOICES["env_pool"] == envs.ENV_POOLS and CHOICES["report_to"] == reporting.REPORT_TO
