@@ -613,9 +613,14 @@ class Trainer:
         its backend, unless ``generation_backend="vllm"`` asks for an engine or ``lora_r`` for an
         adapter.
         """
+        from rspo_gym.policies.action_scorer import action_scorer_policy
         from rspo_gym.policies.hf_backend import HFBackend
         from rspo_gym.policies.llm import LLMPolicy
 
+        scorer = action_scorer_policy(model, self.config, value_head=self.needs_values)  # model="drrn"
+        if scorer is not None:
+            self.precision = "fp32"
+            return scorer
         if isinstance(model, LLMPolicy):
             if self.needs_values and model.value_head is None:
                 raise ValueError(f"{type(self).__name__} needs a policy built with value_head=True")
@@ -697,6 +702,8 @@ class Trainer:
 
         if policy.adapter is not None:
             return policy.sibling(adapters_off=True)
+        if not isinstance(policy, LLMPolicy):  # the action-scoring policy
+            return policy.frozen_copy()
         model = copy.deepcopy(policy.model)
         if self.precision != "fp32":
             model.to(torch.bfloat16)
