@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -54,6 +55,14 @@ __all__ = [
 ACTION_SCORER_MODELS = ("drrn",)
 
 _WORD_RE = re.compile(r"[a-z0-9]+")
+_BIGRAM_MIX = 1_000_003  # a prime: (first * mix + second) spreads word-id pairs over the buckets
+_TASK_RE = re.compile(r"Your task is to: (.*?)(?:\n|$)")
+_OBSERVATION_RE = re.compile(r"current observation is: (.*?)\n+Your admissible actions", re.S)
+_HISTORY_RE = re.compile(r"\[Observation \d+: '(.*?)', Action \d+: '(.*?)'\]", re.S)
+
+#: Prompt sections (``HashingTokenizer``); commands are encoded in section 0.
+TASK, OBSERVATION, PAST_OBSERVATIONS, PAST_ACTIONS = 1, 2, 3, 4
+SECTIONS = 5
 _FILE = "action_scorer.pt"
 
 
@@ -70,15 +79,28 @@ class ScorerConfig:
 
 
 class HashingTokenizer:
-    """Text -> hashed word and bigram ids in ``[1, buckets)``; 0 pads.
+    """Prompt text -> hashed word and bigram ids, tagged with the prompt section they come from.
 
-    CRC-32 rather than Python's ``hash``: ids must not depend on the process (``PYTHONHASHSEED``),
-    or a saved policy would read other ids after loading. Words are memoised.
+    The collector renders its usual prompt (``rollout/prompts.py``: the task, the recent
+    (observation, action) history, the current observation, the admissible actions); a bag of all
+    its words would be mostly the admissible list and fixed wording, so the ids of the words that
+    describe the state are drowned. This tokenizer reads the sections the templates share and
+    keeps four: ``TASK``, ``OBSERVATION`` (the current one), ``PAST_OBSERVATIONS`` and
+    ``PAST_ACTIONS``; the admissible actions are left to the command encoder and the fixed
+    wording is dropped. A text without those markers is one ``OBSERVATION``.
+
+    An id is ``section * buckets + hash``: the hash (CRC-32 of the word, or of a word pair mixed
+    arithmetically, in ``[1, buckets)``) indexes one embedding table shared by every section and
+    the commands, so "apple" in the task and in a command is one vector; the section says which
+    mean it joins. CRC-32 rather than Python's ``hash``, so ids do not depend on the process.
 
     >>> tok = HashingTokenizer(64)
     >>> ids = tok("Go to fridge 1")["input_ids"]
-    >>> len(ids), ids == tok("go to FRIDGE 1!")["input_ids"], all(0 < i < 64 for i in ids)
+    >>> len(ids), ids == tok("go to FRIDGE 1!")["input_ids"], all(ids[0] // 64 == OBSERVATION for _ in ids)
     (7, True, True)
+    >>> prompt = "Your task is to: put a mug in the desk.\\nYour current observation is: You see a mug 1.\\nYour admissible actions of the current situation are: ['take mug 1']."
+    >>> sorted({i // 64 for i in tok(prompt)["input_ids"]}) == [TASK, OBSERVATION]
+    True
     """
 
     pad_token_id = 0
@@ -98,15 +120,39 @@ class HashingTokenizer:
                 self._memo[key] = found
         return found
 
-    def encode(self, text: str) -> list[int]:
-        """Ids of the words of ``text`` (lower-cased alphanumeric runs) and of its word bigrams."""
-        words = _WORD_RE.findall(text.lower())
-        ids = [self._id(w) for w in words]
-        ids += [self._id(a + " " + b) for a, b in zip(words, words[1:])]
-        return ids or [self._id("")]
+    def encode(self, text: str, section: int = 0) -> list[int]:
+        """Hashes of the words of ``text`` (lower-cased alphanumeric runs) and of its word bigrams,
+        offset by ``section * buckets``.
+
+        A bigram's hash mixes its two word hashes arithmetically (no string per pair): this runs
+        once per env step over hundreds of words.
+        """
+        memo = self._memo
+        words = [memo.get(w) or self._id(w) for w in _WORD_RE.findall(text.lower())]
+        if not words:
+            words = [self._id("")]
+        ids = np.asarray(words, dtype=np.int64)
+        bigrams = 1 + (ids[:-1] * _BIGRAM_MIX + ids[1:]) % (self.buckets - 1)
+        return (np.concatenate([ids, bigrams]) + section * self.buckets).tolist()
+
+    def sections(self, text: str) -> list[tuple[int, str]]:
+        """The ``(section, text)`` parts of a rendered prompt (see the class docstring)."""
+        state = _OBSERVATION_RE.search(text)
+        if state is None:
+            return [(OBSERVATION, text)]
+        parts = [(OBSERVATION, state.group(1))]
+        task = _TASK_RE.search(text)
+        if task is not None:
+            parts.append((TASK, task.group(1)))
+        for observation, action in _HISTORY_RE.findall(text[:state.start()]):
+            parts += [(PAST_OBSERVATIONS, observation), (PAST_ACTIONS, action)]
+        return parts
 
     def __call__(self, text: str, add_special_tokens: bool = True) -> dict[str, list[int]]:
-        return {"input_ids": self.encode(text)}
+        ids: list[int] = []
+        for section, part in self.sections(text):
+            ids += self.encode(part, section)
+        return {"input_ids": ids}
 
 
 class CommandRegistry:
@@ -137,21 +183,35 @@ class CommandRegistry:
 
 
 class ActionScorer(nn.Module):
-    """``score(s, a) = w · tanh(W [s; a; s ⊙ a])`` with ``s``, ``a`` the state and command codes."""
+    """``score(s, a) = w · tanh(W [s; a; s ⊙ a])`` with ``s``, ``a`` the state and command codes.
+
+    The state code reads the mean word embedding of each prompt section (task, current
+    observation, past observations, past actions) side by side; the command code the mean
+    embedding of the command's words. One embedding table serves both sides.
+    """
 
     def __init__(self, config: ScorerConfig):
         super().__init__()
-        self.embed = nn.EmbeddingBag(config.buckets, config.embed_dim, mode="mean", padding_idx=0)
-        self.state = nn.Sequential(nn.Linear(config.embed_dim, config.hidden), nn.Tanh())
+        self.buckets = config.buckets
+        self.embed = nn.Embedding(config.buckets, config.embed_dim, padding_idx=0)
+        self.state = nn.Sequential(nn.Linear((SECTIONS - 1) * config.embed_dim, config.hidden), nn.Tanh())
         self.command = nn.Sequential(nn.Linear(config.embed_dim, config.hidden), nn.Tanh())
         self.scorer = nn.Sequential(nn.Linear(3 * config.hidden, config.hidden), nn.Tanh(), nn.Linear(config.hidden, 1))
 
+    def pooled(self, ids: torch.Tensor) -> torch.Tensor:
+        """``(B, SECTIONS, embed_dim)``: the mean embedding of each section's ids (0 pads; an empty
+        section is 0)."""
+        sections = nn.functional.one_hot(ids // self.buckets, SECTIONS).to(torch.float32)
+        sections = sections * (ids > 0).unsqueeze(-1)
+        sums = sections.transpose(1, 2) @ self.embed(ids % self.buckets)
+        return sums / sections.sum(1).clamp(min=1.0).unsqueeze(-1)
+
     def encode_state(self, prompt: torch.Tensor) -> torch.Tensor:
-        return self.state(self.embed(prompt))
+        return self.state(self.pooled(prompt)[:, 1:, :].flatten(1))
 
     def scores(self, state: torch.Tensor, commands: torch.Tensor, choices: torch.Tensor) -> torch.Tensor:
         """``(B, K)`` scores of ``choices`` (indices into ``commands``' rows; -1 pads, scored -inf)."""
-        codes = self.command(self.embed(commands))  # (U, h)
+        codes = self.command(self.pooled(commands)[:, 0, :])  # (U, h)
         a = codes[choices.clamp(min=0)]  # (B, K, h)
         s = state[:, None, :].expand_as(a)
         raw = self.scorer(torch.cat([s, a, s * a], dim=-1)).squeeze(-1)
