@@ -84,6 +84,11 @@ class Preset:
     alfworld_task_type: str | None = "pick_and_place_simple"
     """ALFWorld's task type (training and held-out tasks); None: all six, training tasks drawn by
     seed from the train split."""
+    alfworld_clone: tuple[int, int] = (0, 0)
+    """The fast policy's ALFWorld start: a partial behaviour clone of the expert on this many
+    (episodes, epochs) (``policies/scorer_warmstart.py``), one per seed, shared by that seed's
+    cells; (0, 0): from scratch, which wins almost no task in 50 steps and learns nothing in tens of
+    thousands of RL steps."""
     per_task: bool = False
     """Record each held-out task's result (for intervals and paired comparisons); the held-out set
     is then every task of ALFWorld's ``valid_seen`` and ``valid_unseen`` (274) and the first
@@ -122,7 +127,7 @@ PRESETS = {
     # budgets; ALFWorld over all six task types, held out on its 274 validation tasks, WebShop on
     # 200 test goals, trained on its purchase score. Sized for about an hour on 2 cores (--jobs 2).
     "fast": Preset(("rspo/ALFWorld-v0", "rspo/WebShop-v0"), tuple(range(10)), FAST_ENV_STEPS, 200, variants=VARIANTS,
-                   cells=LEARNING_CELLS, model="drrn", alfworld_task_type=None, per_task=True, webshop_outcome="score",
+                   cells=LEARNING_CELLS, model="drrn", alfworld_task_type=None, per_task=True, webshop_outcome="score", alfworld_clone=(200, 10),
                    trainer={"num_groups": 8, "group_size": 4, "max_turns": None, "learning_rate": 1e-3, "mini_batch_size": 64,
                             "micro_batch_size": 64, "history_length": 2, "eval_temperature": 0.4}),
     "gpu": Preset(("rspo/ALFWorld-v0", "rspo/WebShop-v0"), (0, 1, 2), 20000, 140,
@@ -190,19 +195,51 @@ def _trainer(env_id: str, base: str, variant: str, seed: int, preset: Preset):
     return cls(env_id, model=model, reward=outcome if variant == "outcome" else variant, **common)
 
 
+def _start_policy(trainer, env_id: str, seed: int, preset: Preset, cache: Path | None) -> None:
+    """Give an ALFWorld fast-policy trainer its partial clone (``Preset.alfworld_clone``), made
+    once per seed (deterministic: expert episodes of fixed reset seeds, clone shuffled by ``seed``)
+    and kept in ``cache``; the explorer of RSPO is re-synced to it."""
+    from rspo_gym.algos.envs import env_family
+
+    episodes, epochs = preset.alfworld_clone
+    if preset.model != "drrn" or env_family(env_id) != "alfworld" or not episodes:
+        return
+    import torch
+
+    from rspo_gym.policies.scorer_warmstart import clone, expert_choices
+
+    path = cache / f"alfworld-seed{seed}.pt" if cache is not None else None
+    if path is not None and path.exists():
+        trainer.policy.load_state_dict(torch.load(path, weights_only=True))
+    else:
+        rows = expert_choices(trainer.policy, env_id, episodes, history_length=trainer.config.history_length, seed=_CLONE_SEED)
+        clone(trainer.policy, rows, epochs=epochs, learning_rate=3e-3, seed=seed)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            torch.save({k: v for k, v in trainer.policy.state_dict().items() if k != "value_head"}, tmp)
+            os.replace(tmp, path)
+    if getattr(trainer, "explorer", None) is not None:
+        trainer.sync_explorer()
+
+
+_CLONE_SEED = 900_000  # reset seeds of the clone's expert episodes (train split, far from training draws)
+
+
 def _set_threads(threads: int) -> None:
     import torch
 
     torch.set_num_threads(threads)
 
 
-def run_cell(env_id: str, base: str, variant: str, seed: int, preset: Preset, threads: int = 1) -> dict:
+def run_cell(env_id: str, base: str, variant: str, seed: int, preset: Preset, threads: int = 1, cache: Path | None = None) -> dict:
     """Train one cell to its env-step budget and evaluate it (run in a fresh worker process)."""
     from common import peak_rss_mb
 
     _set_threads(threads)
     start = time.perf_counter()
     trainer = _trainer(env_id, base, variant, seed, preset)
+    _start_policy(trainer, env_id, seed, preset, cache)
     steps = {"n": 0}
 
     def within_budget(_trainer, metrics) -> bool:
@@ -260,10 +297,12 @@ def _per_task_eval(trainer, env_id: str, preset: Preset) -> dict:
     }
 
 
-def evaluate_start(env_id: str, preset: Preset, threads: int = 1) -> dict:
-    """Held-out success and score of the policy every cell of ``env_id`` starts from."""
+def evaluate_start(env_id: str, preset: Preset, threads: int = 1, cache: Path | None = None) -> dict:
+    """Held-out success and score of the policy every cell of ``env_id`` starts from (the fast
+    policy: seed 0's start; each seed initialises its own)."""
     _set_threads(threads)
     trainer = _trainer(env_id, "grpo", "outcome", 0, preset)
+    _start_policy(trainer, env_id, 0, preset, cache)
     metrics = _per_task_eval(trainer, env_id, preset) if preset.per_task else trainer.evaluate()
     heldout = _heldout(trainer, env_id, preset)
     trainer.close()
@@ -450,6 +489,20 @@ def paired_differences(data: dict[tuple[str, str, str], dict]) -> list[dict]:
     return out
 
 
+def interval_summary(cells: list[dict], initial: dict[str, dict], preset: str) -> dict:
+    """The small record worth keeping of a per-task comparison: each cell's mean and interval, the
+    paired differences, the starting policy (the cells themselves hold every task's result)."""
+    from intervals import bootstrap_mean_ci
+
+    data = _matrices(cells)
+    rows = []
+    for (env, base, variant), d in sorted(data.items()):
+        won, score = bootstrap_mean_ci(d["won"]), bootstrap_mean_ci(d["score"])
+        rows.append({"env": env, "base": base, "variant": variant, "seeds": d["seeds"], "tasks": len(d["won"][0]),
+                     "success": won, "score": score, "seconds": statistics.mean(c["seconds"] for c in d["cells"])})
+    return {"preset": preset, "initial": initial, "cells": rows, "differences": paired_differences(data)}
+
+
 def _plot_intervals(cells: list[dict], initial: dict[str, dict], out: Path) -> None:
     """Per env: cell means with 95 % intervals, paired differences from the base, and training-rollout
     curves (mean over seeds with a 95 % bootstrap band)."""
@@ -501,7 +554,8 @@ def _plot_intervals(cells: list[dict], initial: dict[str, dict], out: Path) -> N
                 ax.fill_between(x, low, high, color=f"C{k}", alpha=0.2)
             ax.set_title(base)
             ax.set_xlabel("env steps")
-            ax.legend(fontsize=7)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7)
         axes[0].set_ylabel(f"training-rollout {name}")
         fig.suptitle(f"{env}: learner's own rollouts during training (mean over seeds, 95 % band)")
         fig.tight_layout()
@@ -554,8 +608,8 @@ def main(argv: list[str] | None = None) -> int:
     context = multiprocessing.get_context("spawn")
     failed = 0
     with ProcessPoolExecutor(max_workers=max(1, args.jobs), mp_context=context, max_tasks_per_child=1) as pool:
-        jobs = {pool.submit(evaluate_start, env_id, preset, threads): ("initial", env_id) for env_id in starts}
-        jobs.update({pool.submit(run_cell, *key, preset, threads): ("cell", key) for key in todo})
+        jobs = {pool.submit(evaluate_start, env_id, preset, threads, out / "clones"): ("initial", env_id) for env_id in starts}
+        jobs.update({pool.submit(run_cell, *key, preset, threads, out / "clones"): ("cell", key) for key in todo})
         for job in as_completed(jobs):  # written as they finish: an interrupted run loses no finished cell
             kind, key = jobs[job]
             try:
@@ -587,7 +641,7 @@ def main(argv: list[str] | None = None) -> int:
     _plot(cells, initial, out)
     if intervals:
         _plot_intervals(cells, initial, out)
-        write_json(out / "paired_differences.json", {"preset": args.preset, "differences": paired_differences(_matrices(cells))})
+        write_json(out / "intervals.json", interval_summary(cells, initial, args.preset))
     print(table)
     return 0
 

@@ -1,8 +1,9 @@
 """How often the dense reward and the outcome disagree on which of two same-task trajectories is better.
 
 Per env, grouped rollouts of the fast policy (``model="drrn"``, sampling at temperature 1, groups
-of ``--group-size`` trajectories of one task): first of the untrained policy, then along a GRPO run
-on the outcome (the policy the comparison trains), ``--iterations`` rollouts in all. Every pair of
+of ``--group-size`` trajectories of one task) from the start of ``compare.py --preset fast`` (on
+ALFWorld its partial clone of the expert: 200 episodes, 10 epochs; on WebShop the untrained
+policy), then along a GRPO run on the outcome, ``--iterations`` rollouts in all. Every pair of
 trajectories of one group is ranked by the outcome reward the comparison trains on (ALFWorld: the
 win; WebShop: the purchase score) and by the dense return (that outcome plus the process reward:
 ALFWorld's milestones potential, WebShop's score potential), as ``rspo_gym.algos.reward_alignment``
@@ -30,6 +31,7 @@ OUTCOMES = {"rspo/ALFWorld-v0": "outcome", "rspo/WebShop-v0": "score"}
 def measure(env_id: str, iterations: int, groups: int, group_size: int, seed: int) -> dict:
     from rspo_gym.algos import GRPOTrainer
     from rspo_gym.algos.reward_alignment import pairwise_disagreement
+    from rspo_gym.policies.scorer_warmstart import clone, expert_choices
 
     outcome_kind = OUTCOMES[env_id]
     rows = {"outcome": [], "dense": [], "groups": []}
@@ -37,6 +39,9 @@ def measure(env_id: str, iterations: int, groups: int, group_size: int, seed: in
         trainer = GRPOTrainer(env_id, model="drrn", num_groups=groups, group_size=group_size, reward=outcome_kind,
                               dense_outcome=outcome_kind, learning_rate=1e-3, micro_batch_size=64, eval_every=0,
                               progress=False, seed=seed, output_dir=out)
+        if env_id == "rspo/ALFWorld-v0":  # the fast comparison's ALFWorld start: a partial clone of the expert
+            demos = expert_choices(trainer.policy, env_id, 200, history_length=trainer.config.history_length, seed=900_000)
+            clone(trainer.policy, demos, epochs=10, learning_rate=3e-3, seed=seed)
         for it in range(iterations):
             rollout = trainer.collect(it)
             outcome = trainer.reward_view(rollout, outcome_kind)
