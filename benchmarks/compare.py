@@ -18,7 +18,8 @@ per env.
     python benchmarks/compare.py --preset cpu-small      # <= 60 min on 2 cores (ALFWorld)
     python benchmarks/compare.py --preset curves --jobs 2  # every combination, both envs, curves
     python benchmarks/compare.py --preset learning --jobs 2  # 11 cells x 2 envs at the quick start's scale
-    python benchmarks/compare.py --preset gpu            # a lent accelerator, both envs
+    python benchmarks/compare.py --preset fast --jobs 2  # the fast policy: 11 cells x 2 envs x 10 seeds, intervals
+    bash benchmarks/gpu_compare.sh                       # one GPU: SmolLM2-135M-Instruct through vLLM, ALFWorld
     python benchmarks/compare.py --preset micro          # seconds: checks the pipeline
 """
 
@@ -130,8 +131,16 @@ PRESETS = {
                    cells=LEARNING_CELLS, model="drrn", alfworld_task_type=None, per_task=True, webshop_outcome="score", alfworld_clone=(200, 10),
                    trainer={"num_groups": 8, "group_size": 4, "max_turns": None, "learning_rate": 1e-3, "mini_batch_size": 64,
                             "micro_batch_size": 64, "history_length": 2, "eval_temperature": 0.4}),
-    "gpu": Preset(("rspo/ALFWorld-v0", "rspo/WebShop-v0"), (0, 1, 2), 20000, 140,
-                  trainer={"num_groups": 8, "group_size": 8, "max_turns": None, "micro_batch_size": 64}),
+    # A real instruction model on one GPU (benchmarks/gpu_compare.sh), sized by estimate for <= 10
+    # minutes on an H200 (not yet run on one): SmolLM2-135M-Instruct writing free-text
+    # <think>/<action> replies through vLLM, ALFWorld over all six task types; GRPO on the outcome
+    # against RSPO-GRPO (explorer), seed 0, 3 iterations of 4 tasks x 4 trajectories (+ 2 explorer
+    # trajectories per task), 30 turns, held out on the first 60 valid_seen tasks.
+    "gpu": Preset(("rspo/ALFWorld-v0",), (0,), 0, 60, iterations=3, cells=(("grpo", "outcome"), ("grpo", "rspo-explorer")),
+                  model="smollm2-135m", alfworld_task_type=None,
+                  trainer={"num_groups": 4, "group_size": 4, "max_turns": 30, "generation_backend": "vllm", "think": True,
+                           "constrained": False, "max_new_tokens": 256, "max_prompt_length": 2048, "history_length": 2,
+                           "learning_rate": 1e-5, "micro_batch_size": 16, "eval_temperature": 0.4}),
 }
 
 

@@ -115,7 +115,8 @@ class Trainer:
             factory, or a ``GroupedVectorEnv``.
         model: a preset (``"tiny"``: on ALFWorld / WebShop that env's warm start ``tiny-alfworld``
             / ``tiny-webshop``, elsewhere the random model; ``"tiny-untrained"``: the random model
-            everywhere; ``"smollm2-135m"``), a Hugging Face id / local path, or an ``LLMPolicy``.
+            everywhere; ``"smollm2-135m"``), a Hugging Face id / local path, or an ``LLMPolicy``;
+            ``"drrn"`` (or an ``ActionScorerPolicy``): the fast action-scoring policy.
         config: the algorithm's config dataclass; keyword ``overrides`` replace its fields. Fields
             left None that depend on the env or the model are filled in (``algos/defaults.py``).
     """
