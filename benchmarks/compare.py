@@ -605,10 +605,10 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out / args.preset
     (out / "cells").mkdir(parents=True, exist_ok=True)
     (out / "initial").mkdir(parents=True, exist_ok=True)
-    todo = [  # envs interleaved, so a partial run has numbers for each
+    todo = [  # seeds outermost and envs interleaved, so a partial run pairs every cell with its base
         (env_id, base, variant, seed)
-        for base, variant in preset.pairs()
         for seed in preset.seeds
+        for base, variant in preset.pairs()
         for env_id in preset.envs
         if (only is None or (base, variant) in only) and not _cell_path(out, env_id, base, variant, seed).exists()  # resumable
     ]

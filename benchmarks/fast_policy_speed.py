@@ -26,7 +26,8 @@ from common import peak_rss_mb, write_json  # noqa: E402
 def measure(env_id: str, algo: str, iterations: int, groups: int, group_size: int) -> dict:
     from rspo_gym.algos import GRPOTrainer, RSPOTrainer
 
-    common = dict(model="drrn", num_groups=groups, group_size=group_size, eval_every=0, progress=False, seed=0, learning_rate=1e-3)
+    common = dict(model="drrn", num_groups=groups, group_size=group_size, eval_every=0, progress=False, seed=0, learning_rate=1e-3,
+                  micro_batch_size=64)  # the fast preset's: one pass per mini-batch
     with tempfile.TemporaryDirectory() as out:
         if algo == "grpo":
             trainer = GRPOTrainer(env_id, output_dir=out, **common)
