@@ -110,3 +110,14 @@ def test_settings_the_fast_policy_cannot_use_are_refused():
         PPOTrainer("rspo/ALFWorld-v0", model=ActionScorerPolicy(), progress=False)
     with pytest.raises(ValueError, match="constrained=True"):
         ActionScorerPolicy().generate([[1, 2]], GenerationConfig(), None)
+
+
+def test_a_kl_reference_is_a_frozen_copy_that_stays_put(tmp_path):
+    trainer = GRPOTrainer("rspo/ALFWorld-v0", model="drrn", kl_coef=0.1, learning_rate=1e-2, output_dir=str(tmp_path), **SMALL)
+    frozen = _weights(trainer.reference)
+    assert all(not p.requires_grad for p in trainer.reference.parameters())
+    assert trainer.reference.commands is trainer.policy.commands
+    (row,) = trainer.learn()
+    assert "train/kl" in row
+    assert all(torch.equal(a, b) for a, b in zip(frozen, _weights(trainer.reference)))
+    trainer.close()
