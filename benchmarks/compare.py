@@ -306,16 +306,18 @@ def _per_task_eval(trainer, env_id: str, preset: Preset) -> dict:
     }
 
 
-def evaluate_start(env_id: str, preset: Preset, threads: int = 1, cache: Path | None = None) -> dict:
-    """Held-out success and score of the policy every cell of ``env_id`` starts from (the fast
-    policy: seed 0's start; each seed initialises its own)."""
+def evaluate_start(env_id: str, preset: Preset, threads: int = 1, cache: Path | None = None, seed: int = 0) -> dict:
+    """Held-out success and score of the policy every cell of ``env_id`` starts from. The fast
+    policy's start depends on the seed (its initialisation, its clone): ``seed`` picks it, and
+    with ``per_task`` every task's result is kept, so trained cells pair with their own start."""
     _set_threads(threads)
-    trainer = _trainer(env_id, "grpo", "outcome", 0, preset)
-    _start_policy(trainer, env_id, 0, preset, cache)
+    trainer = _trainer(env_id, "grpo", "outcome", seed, preset)
+    _start_policy(trainer, env_id, seed, preset, cache)
     metrics = _per_task_eval(trainer, env_id, preset) if preset.per_task else trainer.evaluate()
     heldout = _heldout(trainer, env_id, preset)
     trainer.close()
-    return {"env": env_id, "success": metrics["eval/success"], "score": metrics["eval/score"], **({"heldout": heldout} if heldout else {})}
+    return {"env": env_id, "seed": seed, "success": metrics["eval/success"], "score": metrics["eval/score"],
+            **({"heldout": heldout} if heldout else {}), **({"per_task": metrics["per_task"]} if "per_task" in metrics else {})}
 
 
 def _mean_std(values: list[float]) -> str:
@@ -423,6 +425,16 @@ def _plot(cells: list[dict], initial: dict[str, dict], out: Path) -> None:
         plt.close(fig)
 
 
+START = "start"
+"""``base`` and ``variant`` of a seed's starting policy among per-task records (no training)."""
+
+
+def _order(key: tuple[str, str, str]) -> tuple:
+    """Table order: env, then the start, then bases and variants in their listed order."""
+    env, base, variant = key
+    return (env, -1, -1) if base == START else (env, BASES.index(base), VARIANTS.index(variant))
+
+
 def _matrices(cells: list[dict]) -> dict[tuple[str, str, str], dict]:
     """Per (env, base, variant): seeds and ``(seeds, tasks)`` matrices of wins and scores."""
     out: dict[tuple[str, str, str], dict] = {}
@@ -452,38 +464,40 @@ def interval_tables(cells: list[dict], initial: dict[str, dict]) -> str:
     data = _matrices(cells)
     if not data:
         return ""
-    order = lambda k: (k[0], BASES.index(k[1]), VARIANTS.index(k[2]))  # noqa: E731
     lines = [
         "| env | algorithm | reward / swap | seeds | held-out tasks | success [95 % CI] | score [95 % CI] | env steps | minutes |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for key in sorted(data, key=order):
+    for key in sorted(data, key=_order):
         d = data[key]
         won, score = bootstrap_mean_ci(d["won"]), bootstrap_mean_ci(d["score"])
-        start = initial.get(key[0])
+        name = ("–", "start (no training)") if key[1] == START else key[1:]
         lines.append(
-            f"| {key[0]} | {key[1]} | {key[2]} | {len(d['seeds'])} | {len(d['won'][0])} | {_ci(*won)} | {_ci(*score)} | "
-            f"{statistics.mean(c['env_steps'] for c in d['cells']):.0f} | {statistics.mean(c['seconds'] for c in d['cells']) / 60:.1f} |"
+            f"| {key[0]} | {name[0]} | {name[1]} | {len(d['seeds'])} | {len(d['won'][0])} | {_ci(*won)} | {_ci(*score)} | "
+            f"{statistics.mean(c.get('env_steps', 0) for c in d['cells']):.0f} | {statistics.mean(c.get('seconds', 0.0) for c in d['cells']) / 60:.1f} |"
         )
     starts = [f"{env}: success {s['success']:.3f}, score {s['score']:.3f}" for env, s in sorted(initial.items())]
     lines += ["", "Untrained policy (seed 0's initialisation) on the same tasks: " + "; ".join(starts) + "." if starts else ""]
     lines += ["", "| env | comparison | metric | seeds | difference [95 % CI] | verdict |", "|---|---|---|---|---|---|"]
     for diff in paired_differences(data):
+        against = "start" if diff["against"] == START else f"{diff['base']} outcome"
         lines.append(
-            f"| {diff['env']} | {diff['base']} {diff['variant']} − {diff['base']} outcome | {diff['metric']} | {diff['seeds']} | "
+            f"| {diff['env']} | {diff['base']} {diff['variant']} − {against} | {diff['metric']} | {diff['seeds']} | "
             f"{_ci(diff['difference'], diff['low'], diff['high'])} | {diff['verdict']} |"
         )
     return "\n".join(lines) + "\n"
 
 
 def paired_differences(data: dict[tuple[str, str, str], dict]) -> list[dict]:
-    """Every non-outcome cell minus the same base's outcome cell, on the seeds both ran, task by task."""
+    """Every non-outcome cell minus the same base's outcome cell, and every outcome cell minus the
+    seeds' starting policies (does training help at all?), on the seeds both ran, task by task."""
     from intervals import paired_difference_ci
 
     out = []
-    for (env, base, variant), d in sorted(data.items(), key=lambda kv: (kv[0][0], BASES.index(kv[0][1]), VARIANTS.index(kv[0][2]))):
-        ref = data.get((env, base, "outcome"))
-        if variant == "outcome" or ref is None:
+    for (env, base, variant), d in sorted(data.items(), key=lambda kv: _order(kv[0])):
+        against = START if variant == "outcome" else "outcome"
+        ref = data.get((env, START, START) if against == START else (env, base, "outcome"))
+        if base == START or ref is None:
             continue
         seeds = sorted(set(d["seeds"]) & set(ref["seeds"]))
         if not seeds:
@@ -493,7 +507,7 @@ def paired_differences(data: dict[tuple[str, str, str], dict]) -> list[dict]:
             b = [ref[metric][ref["seeds"].index(s)] for s in seeds]
             diff, low, high = paired_difference_ci(a, b)
             verdict = "better" if low > 0 else "worse" if high < 0 else "no difference shown"
-            out.append({"env": env, "base": base, "variant": variant, "metric": "success" if metric == "won" else metric,
+            out.append({"env": env, "base": base, "variant": variant, "against": against, "metric": "success" if metric == "won" else metric,
                         "seeds": len(seeds), "difference": diff, "low": low, "high": high, "verdict": verdict})
     return out
 
@@ -505,10 +519,10 @@ def interval_summary(cells: list[dict], initial: dict[str, dict], preset: str) -
 
     data = _matrices(cells)
     rows = []
-    for (env, base, variant), d in sorted(data.items()):
+    for (env, base, variant), d in sorted(data.items(), key=lambda kv: _order(kv[0])):
         won, score = bootstrap_mean_ci(d["won"]), bootstrap_mean_ci(d["score"])
         rows.append({"env": env, "base": base, "variant": variant, "seeds": d["seeds"], "tasks": len(d["won"][0]),
-                     "success": won, "score": score, "seconds": statistics.mean(c["seconds"] for c in d["cells"])})
+                     "success": won, "score": score, "seconds": statistics.mean(c.get("seconds", 0.0) for c in d["cells"])})
     return {"preset": preset, "initial": initial, "cells": rows, "differences": paired_differences(data)}
 
 
@@ -528,24 +542,25 @@ def _plot_intervals(cells: list[dict], initial: dict[str, dict], out: Path) -> N
     for env in sorted({k[0] for k in data}):
         metric = _metrics(env)[0]
         name = "success" if metric == "won" else metric
-        keys = sorted((k for k in data if k[0] == env), key=lambda k: (BASES.index(k[1]), VARIANTS.index(k[2])))
+        keys = sorted((k for k in data if k[0] == env), key=_order)
         fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5), dpi=120)
         for y, key in enumerate(keys):
             mean, low, high = bootstrap_mean_ci(data[key][metric])
-            left.errorbar(mean, y, xerr=[[mean - low], [high - mean]], fmt="o", color=f"C{BASES.index(key[1])}", capsize=3)
+            color = "grey" if key[1] == START else f"C{BASES.index(key[1])}"
+            left.errorbar(mean, y, xerr=[[mean - low], [high - mean]], fmt="o", color=color, capsize=3)
         if env in initial:
             left.axvline(initial[env][name], color="grey", linestyle="--", label="untrained")
             left.legend(fontsize=7)
-        left.set_yticks(range(len(keys)), [f"{k[1]} {k[2]}" for k in keys], fontsize=7)
+        left.set_yticks(range(len(keys)), ["start" if k[1] == START else f"{k[1]} {k[2]}" for k in keys], fontsize=7)
         left.set_xlabel(f"held-out {name} (95 % CI)")
         mine = [d for d in diffs if d["env"] == env and d["metric"] == name]
         for y, d in enumerate(mine):
             right.errorbar(d["difference"], y, xerr=[[d["difference"] - d["low"]], [d["high"] - d["difference"]]], fmt="o",
                            color=f"C{BASES.index(d['base'])}", capsize=3)
         right.axvline(0.0, color="black", linewidth=0.8)
-        right.set_yticks(range(len(mine)), [f"{d['base']} {d['variant']} − outcome" for d in mine], fontsize=7)
+        right.set_yticks(range(len(mine)), [f"{d['base']} {d['variant']} − {d['against']}" for d in mine], fontsize=7)
         right.set_xlabel(f"paired difference in held-out {name} (95 % CI)")
-        fig.suptitle(f"{env}: {len(data[keys[0]]['seeds'])} seeds, {len(data[keys[0]][metric][0])} held-out tasks")
+        fig.suptitle(f"{env}: up to {max(len(data[k]['seeds']) for k in keys)} seeds, {len(data[keys[0]][metric][0])} held-out tasks")
         fig.tight_layout()
         fig.savefig(out / f"intervals_{env.split('/')[-1]}.png")
         plt.close(fig)
@@ -570,6 +585,11 @@ def _plot_intervals(cells: list[dict], initial: dict[str, dict], out: Path) -> N
         fig.tight_layout()
         fig.savefig(out / f"curves_{env.split('/')[-1]}.png")
         plt.close(fig)
+
+
+def _start_path(out: Path, env_id: str, seed: int, preset: Preset) -> Path:
+    name = env_id.split("/")[-1]
+    return out / "initial" / (f"{name}-seed{seed}.json" if preset.per_task else f"{name}.json")
 
 
 def _cell_path(out: Path, env_id: str, base: str, variant: str, seed: int) -> Path:
@@ -612,12 +632,13 @@ def main(argv: list[str] | None = None) -> int:
         for env_id in preset.envs
         if (only is None or (base, variant) in only) and not _cell_path(out, env_id, base, variant, seed).exists()  # resumable
     ]
-    starts = [env_id for env_id in preset.envs if not (out / "initial" / f"{env_id.split('/')[-1]}.json").exists()]
+    starts = [(env_id, seed) for env_id in preset.envs for seed in (preset.seeds if preset.per_task else (0,))
+              if not _start_path(out, env_id, seed, preset).exists()]
     # a fresh process per cell: its peak RSS is its own, and nothing leaks between cells
     context = multiprocessing.get_context("spawn")
     failed = 0
     with ProcessPoolExecutor(max_workers=max(1, args.jobs), mp_context=context, max_tasks_per_child=1) as pool:
-        jobs = {pool.submit(evaluate_start, env_id, preset, threads, out / "clones"): ("initial", env_id) for env_id in starts}
+        jobs = {pool.submit(evaluate_start, env_id, preset, threads, out / "clones", seed): ("initial", (env_id, seed)) for env_id, seed in starts}
         jobs.update({pool.submit(run_cell, *key, preset, threads, out / "clones"): ("cell", key) for key in todo})
         for job in as_completed(jobs):  # written as they finish: an interrupted run loses no finished cell
             kind, key = jobs[job]
@@ -628,7 +649,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{kind} {key} failed: {error!r}", file=sys.stderr, flush=True)
                 continue
             if kind == "initial":
-                write_json(out / "initial" / f"{key.split('/')[-1]}.json", result)
+                write_json(_start_path(out, *key, preset), result)
+                if key[1] == 0:  # seed 0's start is the table's "(start)" column
+                    write_json(out / "initial" / f"{key[0].split('/')[-1]}.json", result)
                 continue
             write_json(_cell_path(out, *key), result)
             print(f"{key[0]} {key[1]:5s} {key[2]:13s} seed {key[3]}: success {result['success']:.3f} ({result['seconds']:.0f} s)", flush=True)
@@ -643,14 +666,16 @@ def main(argv: list[str] | None = None) -> int:
     starts = [out / "initial" / f"{env_id.split('/')[-1]}.json" for env_id in full.envs]
     initial = {env_id: json.loads(path.read_text()) for env_id, path in zip(full.envs, starts) if path.exists()}
     curves = curves_table(cells, initial)
-    intervals = interval_tables(cells, initial)
+    seeded = [_start_path(out, env_id, seed, full) for env_id in full.envs for seed in seeds] if full.per_task else []
+    with_starts = cells + [{**json.loads(path.read_text()), "base": START, "variant": START} for path in seeded if path.exists()]
+    intervals = interval_tables(with_starts, initial)
     table = summarise(cells, initial) + ("\n" + curves if curves else "") + ("\n" + intervals if intervals else "")
     (out / "compare.md").write_text(table, encoding="utf-8")
     write_json(out / "compare.json", {"preset": args.preset, "initial": initial, "cells": cells})
     _plot(cells, initial, out)
     if intervals:
-        _plot_intervals(cells, initial, out)
-        write_json(out / "intervals.json", interval_summary(cells, initial, args.preset))
+        _plot_intervals(with_starts, initial, out)
+        write_json(out / "intervals.json", interval_summary(with_starts, initial, args.preset))
     print(table)
     return 0
 

@@ -43,11 +43,15 @@ def test_paired_differences_say_better_only_when_the_interval_excludes_zero(tmp_
         cells.append(_cell(env, "grpo", "outcome", seed, [0, 0, 0, 0, 1, 0, 0, 0]))
         cells.append(_cell(env, "grpo", "rspo-explorer", seed, [1, 1, 1, 1, 1, 1, 0, 1]))  # better on every seed
         cells.append(_cell(env, "grpo", "dense", seed, [seed % 2, 0, 0, 0, 1, 0, 0, 0]))  # better on half the seeds
+        cells.append(_cell(env, compare.START, compare.START, seed, [0, 0, 0, 0, 0, 0, 0, 0]))  # the seed's start
     diffs = {d["variant"]: d for d in compare.paired_differences(compare._matrices(cells))}
+    assert diffs["outcome"]["against"] == compare.START and diffs["outcome"]["difference"] == pytest.approx(0.125)
     assert diffs["rspo-explorer"]["difference"] == pytest.approx(0.75) and diffs["rspo-explorer"]["verdict"] == "better"
     assert diffs["dense"]["difference"] == pytest.approx(1 / 16) and diffs["dense"]["verdict"] == "no difference shown"
     table = compare.interval_tables(cells, {})
     assert "| rspo/ALFWorld-v0 | grpo | outcome | 4 | 8 | 0.125 [" in table
     assert "| rspo/ALFWorld-v0 | grpo rspo-explorer − grpo outcome | success | 4 | 0.750 [" in table
+    assert "| rspo/ALFWorld-v0 | – | start (no training) | 4 | 8 | 0.000 [0.000, 0.000] |" in table
+    assert "| rspo/ALFWorld-v0 | grpo outcome − start | success | 4 | 0.125 [" in table
     compare._plot_intervals(cells, {env: {"success": 0.1, "score": 0.1}}, tmp_path)
     assert (tmp_path / "intervals_ALFWorld-v0.png").is_file() and (tmp_path / "curves_ALFWorld-v0.png").is_file()
