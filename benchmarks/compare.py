@@ -18,7 +18,8 @@ per env.
     python benchmarks/compare.py --preset cpu-small      # <= 60 min on 2 cores (ALFWorld)
     python benchmarks/compare.py --preset curves --jobs 2  # every combination, both envs, curves
     python benchmarks/compare.py --preset learning --jobs 2  # 11 cells x 2 envs at the quick start's scale
-    python benchmarks/compare.py --preset gpu            # a lent accelerator, both envs
+    python benchmarks/compare.py --preset fast --jobs 2  # the fast policy: 11 cells x 2 envs x 10 seeds, intervals
+    bash benchmarks/gpu_compare.sh                       # one GPU: SmolLM2-135M-Instruct through vLLM, ALFWorld
     python benchmarks/compare.py --preset micro          # seconds: checks the pipeline
 """
 
@@ -78,11 +79,31 @@ class Preset:
     webshop_trainer: dict = field(default_factory=dict)
     """Trainer settings of the WebShop cells only, over ``trainer`` (per-env recipes, as verl-agent's
     per-env scripts)."""
+    model: str = ""
+    """The starting policy of every cell: empty for the env's behaviour-cloned tiny LLM
+    (``tiny-alfworld`` / ``tiny-webshop``), ``drrn`` for the fast action-scoring policy."""
+    alfworld_task_type: str | None = "pick_and_place_simple"
+    """ALFWorld's task type (training and held-out tasks); None: all six, training tasks drawn by
+    seed from the train split."""
+    alfworld_clone: tuple[int, int] = (0, 0)
+    """The fast policy's ALFWorld start: a partial behaviour clone of the expert on this many
+    (episodes, epochs) (``policies/scorer_warmstart.py``), one per seed, shared by that seed's
+    cells; (0, 0): from scratch, which wins almost no task in 50 steps and learns nothing in tens of
+    thousands of RL steps."""
+    per_task: bool = False
+    """Record each held-out task's result (for intervals and paired comparisons); the held-out set
+    is then every task of ALFWorld's ``valid_seen`` and ``valid_unseen`` (274) and the first
+    ``eval_tasks`` WebShop test goals. Cells also record their training rollouts' curve."""
 
     def pairs(self) -> list[tuple[str, str]]:
         every = [(base, variant) for base in self.bases for variant in self.variants]
         return [pair for pair in every if not self.cells or pair in self.cells]
 
+
+#: The eleven combinations: every base with outcome, dense and RSPO-explorer, plus GRPO's rank and anneal swaps.
+LEARNING_CELLS = tuple((b, v) for b in BASES for v in VARIANTS[:3]) + (("grpo", "rspo-rank"), ("grpo", "rspo-anneal"))
+#: The fast preset's env-step budget per cell (learner + explorer steps).
+FAST_ENV_STEPS = 16_000
 
 PRESETS = {
     "micro": Preset(("rspo/ALFWorld-v0",), (0,), 16, 2, bases=("grpo", "ppo"), variants=("outcome", "rspo-explorer"),
@@ -98,12 +119,28 @@ PRESETS = {
     # validation temperature 0.4), 100 held-out test goals at start and end; a larger step
     # (lr 1e-3, 2 epochs of 16-row mini-batches) since 6 iterations at 3e-4 barely move the clone.
     "learning": Preset(("rspo/ALFWorld-v0", "rspo/WebShop-v0"), (0,), 0, 30, variants=VARIANTS, eval_every=2, iterations=6,
-                       cells=tuple((b, v) for b in BASES for v in VARIANTS[:3]) + (("grpo", "rspo-rank"), ("grpo", "rspo-anneal")),
+                       cells=LEARNING_CELLS,
                        trainer={"num_groups": 4, "group_size": 4, "max_turns": 25}, rspo={"anneal_iterations": 4},
                        webshop_train_tasks=4, webshop_eval_tasks=100, webshop_outcome="score", webshop_eval_repeats=8,
                        webshop_trainer={"learning_rate": 1e-3, "ppo_epochs": 2, "mini_batch_size": 16, "eval_temperature": 0.4}),
-    "gpu": Preset(("rspo/ALFWorld-v0", "rspo/WebShop-v0"), (0, 1, 2), 20000, 140,
-                  trainer={"num_groups": 8, "group_size": 8, "max_turns": None, "micro_batch_size": 64}),
+    # The statistically sound matrix: the fast action-scoring policy (model="drrn", trained from
+    # scratch) in the eleven combinations of "learning", both envs, ten seeds, equal env-step
+    # budgets; ALFWorld over all six task types, held out on its 274 validation tasks, WebShop on
+    # 200 test goals, trained on its purchase score. Sized for about an hour on 2 cores (--jobs 2).
+    "fast": Preset(("rspo/ALFWorld-v0", "rspo/WebShop-v0"), tuple(range(10)), FAST_ENV_STEPS, 200, variants=VARIANTS,
+                   cells=LEARNING_CELLS, model="drrn", alfworld_task_type=None, per_task=True, webshop_outcome="score", alfworld_clone=(200, 10),
+                   trainer={"num_groups": 8, "group_size": 4, "max_turns": None, "learning_rate": 1e-3, "mini_batch_size": 64,
+                            "micro_batch_size": 64, "history_length": 2, "eval_temperature": 0.4}),
+    # A real instruction model on one GPU (benchmarks/gpu_compare.sh), sized by estimate for <= 10
+    # minutes on an H200 (not yet run on one): SmolLM2-135M-Instruct writing free-text
+    # <think>/<action> replies through vLLM, ALFWorld over all six task types; GRPO on the outcome
+    # against RSPO-GRPO (explorer), seed 0, 3 iterations of 4 tasks x 4 trajectories (+ 2 explorer
+    # trajectories per task), 30 turns, held out on the first 60 valid_seen tasks.
+    "gpu": Preset(("rspo/ALFWorld-v0",), (0,), 0, 60, iterations=3, cells=(("grpo", "outcome"), ("grpo", "rspo-explorer")),
+                  model="smollm2-135m", alfworld_task_type=None,
+                  trainer={"num_groups": 4, "group_size": 4, "max_turns": 30, "generation_backend": "vllm", "think": True,
+                           "constrained": False, "max_new_tokens": 256, "max_prompt_length": 2048, "history_length": 2,
+                           "learning_rate": 1e-5, "micro_batch_size": 16, "eval_temperature": 0.4}),
 }
 
 
@@ -111,6 +148,8 @@ def _task_sets(env_id: str, preset: Preset) -> dict:
     from rspo_gym.algos.envs import env_family
     from rspo_gym.quickstart import alfworld_task_ids
 
+    if env_family(env_id) == "alfworld" and preset.alfworld_task_type is None:
+        return {"eval_split": "valid_seen", "eval_task_ids": list(range(preset.eval_tasks))}  # the final evaluation: _per_task_eval
     if env_family(env_id) == "alfworld":
         return {
             "train_task_ids": alfworld_task_ids("train", "pick_and_place_simple", 64),
@@ -147,7 +186,7 @@ def _trainer(env_id: str, base: str, variant: str, seed: int, preset: Preset):
     from rspo_gym.algos.envs import env_family
 
     webshop = env_family(env_id) == "webshop"
-    model = {"alfworld": "tiny-alfworld", "webshop": "tiny-webshop"}.get(env_family(env_id), "tiny")
+    model = preset.model or {"alfworld": "tiny-alfworld", "webshop": "tiny-webshop"}.get(env_family(env_id), "tiny")
     outcome = preset.webshop_outcome if webshop else "outcome"
     common = dict(seed=seed, progress=False, eval_every=preset.eval_every, learning_rate=3e-4, dense_outcome=outcome)
     common.update(_task_sets(env_id, preset), **preset.trainer, **(preset.webshop_trainer if webshop else {}))
@@ -165,19 +204,51 @@ def _trainer(env_id: str, base: str, variant: str, seed: int, preset: Preset):
     return cls(env_id, model=model, reward=outcome if variant == "outcome" else variant, **common)
 
 
+def _start_policy(trainer, env_id: str, seed: int, preset: Preset, cache: Path | None) -> None:
+    """Give an ALFWorld fast-policy trainer its partial clone (``Preset.alfworld_clone``), made
+    once per seed (deterministic: expert episodes of fixed reset seeds, clone shuffled by ``seed``)
+    and kept in ``cache``; the explorer of RSPO is re-synced to it."""
+    from rspo_gym.algos.envs import env_family
+
+    episodes, epochs = preset.alfworld_clone
+    if preset.model != "drrn" or env_family(env_id) != "alfworld" or not episodes:
+        return
+    import torch
+
+    from rspo_gym.policies.scorer_warmstart import clone, expert_choices
+
+    path = cache / f"alfworld-seed{seed}.pt" if cache is not None else None
+    if path is not None and path.exists():
+        trainer.policy.load_state_dict(torch.load(path, weights_only=True))
+    else:
+        rows = expert_choices(trainer.policy, env_id, episodes, history_length=trainer.config.history_length, seed=_CLONE_SEED)
+        clone(trainer.policy, rows, epochs=epochs, learning_rate=3e-3, seed=seed)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            torch.save({k: v for k, v in trainer.policy.state_dict().items() if k != "value_head"}, tmp)
+            os.replace(tmp, path)
+    if getattr(trainer, "explorer", None) is not None:
+        trainer.sync_explorer()
+
+
+_CLONE_SEED = 900_000  # reset seeds of the clone's expert episodes (train split, far from training draws)
+
+
 def _set_threads(threads: int) -> None:
     import torch
 
     torch.set_num_threads(threads)
 
 
-def run_cell(env_id: str, base: str, variant: str, seed: int, preset: Preset, threads: int = 1) -> dict:
+def run_cell(env_id: str, base: str, variant: str, seed: int, preset: Preset, threads: int = 1, cache: Path | None = None) -> dict:
     """Train one cell to its env-step budget and evaluate it (run in a fresh worker process)."""
     from common import peak_rss_mb
 
     _set_threads(threads)
     start = time.perf_counter()
     trainer = _trainer(env_id, base, variant, seed, preset)
+    _start_policy(trainer, env_id, seed, preset, cache)
     steps = {"n": 0}
 
     def within_budget(_trainer, metrics) -> bool:
@@ -185,12 +256,14 @@ def run_cell(env_id: str, base: str, variant: str, seed: int, preset: Preset, th
         return preset.iterations > 0 or steps["n"] < preset.env_steps
 
     history = trainer.learn(preset.iterations or 10_000, callback=within_budget)
-    final = history[-1] if "eval/success" in history[-1] else trainer.evaluate()
+    tasks = _per_task_eval(trainer, env_id, preset) if preset.per_task else None
+    final = tasks or (history[-1] if "eval/success" in history[-1] else trainer.evaluate())
     heldout = _heldout(trainer, env_id, preset)
     trainer.close()
-    curve, done = [], 0
+    curve, train_curve, done = [], [], 0
     for row in history:
         done += int(row["env_steps"])
+        train_curve.append([done, row["rollout/success"], row["rollout/score"]])
         if "eval/success" in row:
             curve.append({"iteration": row["iteration"], "env_steps": done, "success": row["eval/success"], "score": row["eval/score"]})
     return {
@@ -203,17 +276,48 @@ def run_cell(env_id: str, base: str, variant: str, seed: int, preset: Preset, th
         "peak_rss_mb": peak_rss_mb(),
         "curve": curve,
         **({"heldout": heldout} if heldout else {}),
+        **({"per_task": tasks["per_task"], "train_curve": train_curve} if tasks else {}),
     }
 
 
-def evaluate_start(env_id: str, preset: Preset, threads: int = 1) -> dict:
-    """Held-out success and score of the policy every cell of ``env_id`` starts from."""
+def _per_task_eval(trainer, env_id: str, preset: Preset) -> dict:
+    """Held-out success and score with each task's result: ``per_task`` lists ``[split, task id,
+    won, score]`` in a fixed order (every cell of an env evaluates the same tasks with the same
+    sampling seed, so cells pair task by task)."""
+    from rspo_gym.algos.envs import env_family, make_vector_env
+    from rspo_gym.rollout.collector import collect
+
+    if env_family(env_id) == "alfworld":
+        from rspo_gym.envs.alfworld.generator import SPLIT_SIZES
+
+        splits = [(split, list(range(SPLIT_SIZES[split]))) for split in ("valid_seen", "valid_unseen")]
+    else:
+        splits = [("test", list(range(preset.eval_tasks)))]
+    per_task = []
+    for split, ids in splits:
+        venv, _ = make_vector_env(trainer.env_factory.with_kwargs(split=split), len(ids), 1)
+        rollout = collect(trainer.policy, venv, trainer.collect_config(0, evaluation=True), task_ids=ids)
+        venv.close()
+        per_task += [[split, t.task_id, int(t.won), t.score] for t in rollout.trajectories]
+    return {
+        "eval/success": sum(r[2] for r in per_task) / len(per_task),
+        "eval/score": sum(r[3] for r in per_task) / len(per_task),
+        "per_task": per_task,
+    }
+
+
+def evaluate_start(env_id: str, preset: Preset, threads: int = 1, cache: Path | None = None, seed: int = 0) -> dict:
+    """Held-out success and score of the policy every cell of ``env_id`` starts from. The fast
+    policy's start depends on the seed (its initialisation, its clone): ``seed`` picks it, and
+    with ``per_task`` every task's result is kept, so trained cells pair with their own start."""
     _set_threads(threads)
-    trainer = _trainer(env_id, "grpo", "outcome", 0, preset)
-    metrics = trainer.evaluate()
+    trainer = _trainer(env_id, "grpo", "outcome", seed, preset)
+    _start_policy(trainer, env_id, seed, preset, cache)
+    metrics = _per_task_eval(trainer, env_id, preset) if preset.per_task else trainer.evaluate()
     heldout = _heldout(trainer, env_id, preset)
     trainer.close()
-    return {"env": env_id, "success": metrics["eval/success"], "score": metrics["eval/score"], **({"heldout": heldout} if heldout else {})}
+    return {"env": env_id, "seed": seed, "success": metrics["eval/success"], "score": metrics["eval/score"],
+            **({"heldout": heldout} if heldout else {}), **({"per_task": metrics["per_task"]} if "per_task" in metrics else {})}
 
 
 def _mean_std(values: list[float]) -> str:
@@ -321,6 +425,173 @@ def _plot(cells: list[dict], initial: dict[str, dict], out: Path) -> None:
         plt.close(fig)
 
 
+START = "start"
+"""``base`` and ``variant`` of a seed's starting policy among per-task records (no training)."""
+
+
+def _order(key: tuple[str, str, str]) -> tuple:
+    """Table order: env, then the start, then bases and variants in their listed order."""
+    env, base, variant = key
+    return (env, -1, -1) if base == START else (env, BASES.index(base), VARIANTS.index(variant))
+
+
+def _matrices(cells: list[dict]) -> dict[tuple[str, str, str], dict]:
+    """Per (env, base, variant): seeds and ``(seeds, tasks)`` matrices of wins and scores."""
+    out: dict[tuple[str, str, str], dict] = {}
+    for c in sorted((c for c in cells if "per_task" in c), key=lambda c: c["seed"]):
+        entry = out.setdefault((c["env"], c["base"], c["variant"]), {"seeds": [], "won": [], "score": [], "cells": []})
+        entry["seeds"].append(c["seed"])
+        entry["won"].append([r[2] for r in c["per_task"]])
+        entry["score"].append([r[3] for r in c["per_task"]])
+        entry["cells"].append(c)
+    return out
+
+
+def _metrics(env: str) -> tuple[str, ...]:
+    """What a cell is judged on: ALFWorld's success (its score is the same 0/1), WebShop's score and success."""
+    return ("score", "won") if "webshop" in env.lower() else ("won",)
+
+
+def _ci(mean: float, low: float, high: float) -> str:
+    return f"{mean:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def interval_tables(cells: list[dict], initial: dict[str, dict]) -> str:
+    """Mean and 95 % two-level bootstrap interval per cell (seeds and held-out tasks resampled), and
+    each RSPO variant's (and the dense reward's) paired difference from its base on the outcome."""
+    from intervals import bootstrap_mean_ci, paired_difference_ci
+
+    data = _matrices(cells)
+    if not data:
+        return ""
+    lines = [
+        "| env | algorithm | reward / swap | seeds | held-out tasks | success [95 % CI] | score [95 % CI] | env steps | minutes |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key in sorted(data, key=_order):
+        d = data[key]
+        won, score = bootstrap_mean_ci(d["won"]), bootstrap_mean_ci(d["score"])
+        name = ("–", "start (no training)") if key[1] == START else key[1:]
+        lines.append(
+            f"| {key[0]} | {name[0]} | {name[1]} | {len(d['seeds'])} | {len(d['won'][0])} | {_ci(*won)} | {_ci(*score)} | "
+            f"{statistics.mean(c.get('env_steps', 0) for c in d['cells']):.0f} | {statistics.mean(c.get('seconds', 0.0) for c in d['cells']) / 60:.1f} |"
+        )
+    starts = [f"{env}: success {s['success']:.3f}, score {s['score']:.3f}" for env, s in sorted(initial.items())]
+    lines += ["", "Untrained policy (seed 0's initialisation) on the same tasks: " + "; ".join(starts) + "." if starts else ""]
+    lines += ["", "| env | comparison | metric | seeds | difference [95 % CI] | verdict |", "|---|---|---|---|---|---|"]
+    for diff in paired_differences(data):
+        against = "start" if diff["against"] == START else f"{diff['base']} outcome"
+        lines.append(
+            f"| {diff['env']} | {diff['base']} {diff['variant']} − {against} | {diff['metric']} | {diff['seeds']} | "
+            f"{_ci(diff['difference'], diff['low'], diff['high'])} | {diff['verdict']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def paired_differences(data: dict[tuple[str, str, str], dict]) -> list[dict]:
+    """Every non-outcome cell minus the same base's outcome cell, and every outcome cell minus the
+    seeds' starting policies (does training help at all?), on the seeds both ran, task by task."""
+    from intervals import paired_difference_ci
+
+    out = []
+    for (env, base, variant), d in sorted(data.items(), key=lambda kv: _order(kv[0])):
+        against = START if variant == "outcome" else "outcome"
+        ref = data.get((env, START, START) if against == START else (env, base, "outcome"))
+        if base == START or ref is None:
+            continue
+        seeds = sorted(set(d["seeds"]) & set(ref["seeds"]))
+        if not seeds:
+            continue
+        for metric in _metrics(env):
+            a = [d[metric][d["seeds"].index(s)] for s in seeds]
+            b = [ref[metric][ref["seeds"].index(s)] for s in seeds]
+            diff, low, high = paired_difference_ci(a, b)
+            verdict = "better" if low > 0 else "worse" if high < 0 else "no difference shown"
+            out.append({"env": env, "base": base, "variant": variant, "against": against, "metric": "success" if metric == "won" else metric,
+                        "seeds": len(seeds), "difference": diff, "low": low, "high": high, "verdict": verdict})
+    return out
+
+
+def interval_summary(cells: list[dict], initial: dict[str, dict], preset: str) -> dict:
+    """The small record worth keeping of a per-task comparison: each cell's mean and interval, the
+    paired differences, the starting policy (the cells themselves hold every task's result)."""
+    from intervals import bootstrap_mean_ci
+
+    data = _matrices(cells)
+    rows = []
+    for (env, base, variant), d in sorted(data.items(), key=lambda kv: _order(kv[0])):
+        won, score = bootstrap_mean_ci(d["won"]), bootstrap_mean_ci(d["score"])
+        rows.append({"env": env, "base": base, "variant": variant, "seeds": d["seeds"], "tasks": len(d["won"][0]),
+                     "success": won, "score": score, "seconds": statistics.mean(c.get("seconds", 0.0) for c in d["cells"])})
+    return {"preset": preset, "initial": initial, "cells": rows, "differences": paired_differences(data)}
+
+
+def _plot_intervals(cells: list[dict], initial: dict[str, dict], out: Path) -> None:
+    """Per env: cell means with 95 % intervals, paired differences from the base, and training-rollout
+    curves (mean over seeds with a 95 % bootstrap band)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from intervals import binned_band, bootstrap_mean_ci
+
+    data = _matrices(cells)
+    diffs = paired_differences(data)
+    for env in sorted({k[0] for k in data}):
+        metric = _metrics(env)[0]
+        name = "success" if metric == "won" else metric
+        keys = sorted((k for k in data if k[0] == env), key=_order)
+        fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5), dpi=120)
+        for y, key in enumerate(keys):
+            mean, low, high = bootstrap_mean_ci(data[key][metric])
+            color = "grey" if key[1] == START else f"C{BASES.index(key[1])}"
+            left.errorbar(mean, y, xerr=[[mean - low], [high - mean]], fmt="o", color=color, capsize=3)
+        if env in initial:
+            left.axvline(initial[env][name], color="grey", linestyle="--", label="untrained")
+            left.legend(fontsize=7)
+        left.set_yticks(range(len(keys)), ["start" if k[1] == START else f"{k[1]} {k[2]}" for k in keys], fontsize=7)
+        left.set_xlabel(f"held-out {name} (95 % CI)")
+        mine = [d for d in diffs if d["env"] == env and d["metric"] == name]
+        for y, d in enumerate(mine):
+            right.errorbar(d["difference"], y, xerr=[[d["difference"] - d["low"]], [d["high"] - d["difference"]]], fmt="o",
+                           color=f"C{BASES.index(d['base'])}", capsize=3)
+        right.axvline(0.0, color="black", linewidth=0.8)
+        right.set_yticks(range(len(mine)), [f"{d['base']} {d['variant']} − {d['against']}" for d in mine], fontsize=7)
+        right.set_xlabel(f"paired difference in held-out {name} (95 % CI)")
+        fig.suptitle(f"{env}: up to {max(len(data[k]['seeds']) for k in keys)} seeds, {len(data[keys[0]][metric][0])} held-out tasks")
+        fig.tight_layout()
+        fig.savefig(out / f"intervals_{env.split('/')[-1]}.png")
+        plt.close(fig)
+        fig, axes = plt.subplots(1, len(BASES), figsize=(13, 3.8), dpi=120, sharey=True)
+        column = 1 if metric == "won" else 2
+        for ax, base in zip(axes, BASES):
+            for k, variant in enumerate(VARIANTS):
+                group = data.get((env, base, variant))
+                if group is None:
+                    continue
+                curves = [[(p[0], p[column]) for p in c["train_curve"]] for c in group["cells"]]
+                top = max(p[0] for c in curves for p in c)
+                x, mean, low, high = binned_band(curves, np.linspace(0, top, 9))
+                ax.plot(x, mean, color=f"C{k}", label=variant)
+                ax.fill_between(x, low, high, color=f"C{k}", alpha=0.2)
+            ax.set_title(base)
+            ax.set_xlabel("env steps")
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7)
+        axes[0].set_ylabel(f"training-rollout {name}")
+        fig.suptitle(f"{env}: learner's own rollouts during training (mean over seeds, 95 % band)")
+        fig.tight_layout()
+        fig.savefig(out / f"curves_{env.split('/')[-1]}.png")
+        plt.close(fig)
+
+
+def _start_path(out: Path, env_id: str, seed: int, preset: Preset) -> Path:
+    name = env_id.split("/")[-1]
+    return out / "initial" / (f"{name}-seed{seed}.json" if preset.per_task else f"{name}.json")
+
+
 def _cell_path(out: Path, env_id: str, base: str, variant: str, seed: int) -> Path:
     return out / "cells" / f"{env_id.split('/')[-1]}-{base}-{variant}-seed{seed}.json"
 
@@ -354,20 +625,21 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out / args.preset
     (out / "cells").mkdir(parents=True, exist_ok=True)
     (out / "initial").mkdir(parents=True, exist_ok=True)
-    todo = [  # envs interleaved, so a partial run has numbers for each
+    todo = [  # seeds outermost and envs interleaved, so a partial run pairs every cell with its base
         (env_id, base, variant, seed)
-        for base, variant in preset.pairs()
         for seed in preset.seeds
+        for base, variant in preset.pairs()
         for env_id in preset.envs
         if (only is None or (base, variant) in only) and not _cell_path(out, env_id, base, variant, seed).exists()  # resumable
     ]
-    starts = [env_id for env_id in preset.envs if not (out / "initial" / f"{env_id.split('/')[-1]}.json").exists()]
+    starts = [(env_id, seed) for env_id in preset.envs for seed in (preset.seeds if preset.per_task else (0,))
+              if not _start_path(out, env_id, seed, preset).exists()]
     # a fresh process per cell: its peak RSS is its own, and nothing leaks between cells
     context = multiprocessing.get_context("spawn")
     failed = 0
     with ProcessPoolExecutor(max_workers=max(1, args.jobs), mp_context=context, max_tasks_per_child=1) as pool:
-        jobs = {pool.submit(evaluate_start, env_id, preset, threads): ("initial", env_id) for env_id in starts}
-        jobs.update({pool.submit(run_cell, *key, preset, threads): ("cell", key) for key in todo})
+        jobs = {pool.submit(evaluate_start, env_id, preset, threads, out / "clones", seed): ("initial", (env_id, seed)) for env_id, seed in starts}
+        jobs.update({pool.submit(run_cell, *key, preset, threads, out / "clones"): ("cell", key) for key in todo})
         for job in as_completed(jobs):  # written as they finish: an interrupted run loses no finished cell
             kind, key = jobs[job]
             try:
@@ -377,7 +649,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{kind} {key} failed: {error!r}", file=sys.stderr, flush=True)
                 continue
             if kind == "initial":
-                write_json(out / "initial" / f"{key.split('/')[-1]}.json", result)
+                write_json(_start_path(out, *key, preset), result)
+                if key[1] == 0:  # seed 0's start is the table's "(start)" column
+                    write_json(out / "initial" / f"{key[0].split('/')[-1]}.json", result)
                 continue
             write_json(_cell_path(out, *key), result)
             print(f"{key[0]} {key[1]:5s} {key[2]:13s} seed {key[3]}: success {result['success']:.3f} ({result['seconds']:.0f} s)", flush=True)
@@ -392,10 +666,16 @@ def main(argv: list[str] | None = None) -> int:
     starts = [out / "initial" / f"{env_id.split('/')[-1]}.json" for env_id in full.envs]
     initial = {env_id: json.loads(path.read_text()) for env_id, path in zip(full.envs, starts) if path.exists()}
     curves = curves_table(cells, initial)
-    table = summarise(cells, initial) + ("\n" + curves if curves else "")
+    seeded = [_start_path(out, env_id, seed, full) for env_id in full.envs for seed in seeds] if full.per_task else []
+    with_starts = cells + [{**json.loads(path.read_text()), "base": START, "variant": START} for path in seeded if path.exists()]
+    intervals = interval_tables(with_starts, initial)
+    table = summarise(cells, initial) + ("\n" + curves if curves else "") + ("\n" + intervals if intervals else "")
     (out / "compare.md").write_text(table, encoding="utf-8")
     write_json(out / "compare.json", {"preset": args.preset, "initial": initial, "cells": cells})
     _plot(cells, initial, out)
+    if intervals:
+        _plot_intervals(with_starts, initial, out)
+        write_json(out / "intervals.json", interval_summary(with_starts, initial, args.preset))
     print(table)
     return 0
 

@@ -217,6 +217,8 @@ class RSPOTrainer(Trainer):
                 for name, parameter in adapter_parameters(learner.model, "explorer"):
                     parameter.copy_(theirs[name.replace(".explorer.", f".{learner.adapter}.")])
             self.explorer.sync_weights()
+        elif not isinstance(learner, LLMPolicy):  # the action-scoring policy copies itself
+            self.explorer = learner.copy(value_head=self.needs_values, seed=c.seed + 1)
         else:
             model = copy.deepcopy(learner.model)
             backend = learner.backend.sharing(model) if hasattr(learner.backend, "sharing") else None

@@ -136,7 +136,8 @@ class Trainer:
             factory, or a ``GroupedVectorEnv``.
         model: a preset (``"tiny"``: on ALFWorld / WebShop that env's warm start ``tiny-alfworld``
             / ``tiny-webshop``, elsewhere the random model; ``"tiny-untrained"``: the random model
-            everywhere; ``"smollm2-135m"``), a Hugging Face id / local path, or an ``LLMPolicy``.
+            everywhere; ``"smollm2-135m"``), a Hugging Face id / local path, or an ``LLMPolicy``;
+            ``"drrn"`` (or an ``ActionScorerPolicy``): the fast action-scoring policy.
         config: the algorithm's config dataclass; keyword ``overrides`` replace its fields. Fields
             left None that depend on the env or the model are filled in (``algos/defaults.py``).
     """
@@ -688,9 +689,14 @@ class Trainer:
         its backend, unless ``generation_backend="vllm"`` asks for an engine or ``lora_r`` for an
         adapter.
         """
+        from rspo_gym.policies.action_scorer import action_scorer_policy
         from rspo_gym.policies.hf_backend import HFBackend
         from rspo_gym.policies.llm import LLMPolicy
 
+        scorer = action_scorer_policy(model, self.config, value_head=self.needs_values)  # model="drrn"
+        if scorer is not None:
+            self.precision = "fp32"
+            return scorer
         if isinstance(model, LLMPolicy):
             if self.needs_values and model.value_head is None:
                 raise ValueError(f"{type(self).__name__} needs a policy built with value_head=True")
@@ -776,6 +782,8 @@ class Trainer:
 
         if policy.adapter is not None:
             return policy.sibling(adapters_off=True)
+        if not isinstance(policy, LLMPolicy):  # the action-scoring policy
+            return policy.frozen_copy()
         model = copy.deepcopy(policy.model)
         if self.precision != "fp32":
             model.to(torch.bfloat16)

@@ -1,0 +1,76 @@
+"""Training throughput of the fast action-scoring policy (``model="drrn"``) on one CPU core.
+
+Env steps per second of whole training iterations (collection + update, the trainer's own
+``time/collect_s`` and ``time/update_s``) for GRPO and RSPO-GRPO (explorer) on ALFWorld (all six
+task types, the env's 50-step limit) and WebShop, with ``torch.set_num_threads(1)``. The first
+iteration is a warm-up and is not counted. On a shared machine wall-clock rates fall with the
+load; steps per CPU second of this one-thread process (``time.process_time``) are what one free
+core would do.
+
+    python benchmarks/fast_policy_speed.py                 # 6 iterations of 8 groups x 4
+    python benchmarks/fast_policy_speed.py --iterations 3 --envs rspo/ALFWorld-v0
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from common import peak_rss_mb, write_json  # noqa: E402
+
+
+def measure(env_id: str, algo: str, iterations: int, groups: int, group_size: int) -> dict:
+    from rspo_gym.algos import GRPOTrainer, RSPOTrainer
+
+    common = dict(model="drrn", num_groups=groups, group_size=group_size, eval_every=0, progress=False, seed=0, learning_rate=1e-3,
+                  micro_batch_size=64)  # the fast preset's: one pass per mini-batch
+    with tempfile.TemporaryDirectory() as out:
+        if algo == "grpo":
+            trainer = GRPOTrainer(env_id, output_dir=out, **common)
+        else:
+            trainer = RSPOTrainer(env_id, base="grpo", swap="explorer", explorer_group_size=group_size // 2, output_dir=out, **common)
+        cpu: list[float] = []  # this process's CPU time at the end of each iteration
+        history = trainer.learn(iterations + 1, callback=lambda _t, _m: cpu.append(time.process_time()))[1:]  # the first warms up
+        trainer.close()
+    steps = sum(row["env_steps"] for row in history)
+    collect = sum(row["time/collect_s"] for row in history)
+    update = sum(row["time/update_s"] for row in history)
+    return {
+        "env": env_id, "algo": algo, "iterations": iterations, "env_steps": steps,
+        "collect_s": collect, "update_s": update, "steps_per_s": steps / (collect + update),
+        "collect_steps_per_s": steps / collect, "success": history[-1]["rollout/success"],
+        "steps_per_cpu_s": steps / (cpu[-1] - cpu[0]),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--envs", nargs="+", default=["rspo/ALFWorld-v0", "rspo/WebShop-v0"])
+    parser.add_argument("--algos", nargs="+", default=["grpo", "rspo"], choices=["grpo", "rspo"])
+    parser.add_argument("--iterations", type=int, default=6)
+    parser.add_argument("--groups", type=int, default=8)
+    parser.add_argument("--group-size", type=int, default=4)
+    parser.add_argument("--out", type=Path, default=Path("results/benchmarks/fast_policy_speed.json"))
+    args = parser.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(1)
+    rows = [measure(env, algo, args.iterations, args.groups, args.group_size) for env in args.envs for algo in args.algos]
+    print("| env | algorithm | env steps | collect s | update s | env steps/s (train) | env steps/s (collect only) | env steps per CPU second (train) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['env']} | {r['algo']} | {r['env_steps']} | {r['collect_s']:.2f} | {r['update_s']:.2f} | "
+              f"{r['steps_per_s']:.0f} | {r['collect_steps_per_s']:.0f} | {r['steps_per_cpu_s']:.0f} |")
+    write_json(args.out, {"threads": 1, "groups": args.groups, "group_size": args.group_size, "rows": rows, "peak_rss_mb": peak_rss_mb()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

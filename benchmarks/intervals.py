@@ -1,0 +1,100 @@
+"""Bootstrap confidence intervals for the comparison's per-task results (pure numpy).
+
+A cell's result is a ``(seeds, tasks)`` matrix: the held-out success (or score) of each training
+seed's policy on each evaluation task. Two sources of noise move its mean: which seeds were run
+(training randomness) and which tasks were drawn (evaluation sample). The two-level bootstrap
+resamples both, seeds with replacement and tasks with replacement, and reads the 2.5 / 97.5 %
+percentiles of the resampled means.
+
+A paired comparison of two cells run on the same seeds and the same tasks resamples the *same*
+seed and task indices for both, so what they share (a hard task, a lucky seed's task draws)
+cancels in the difference; the interval is that of the mean difference.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["bootstrap_mean_ci", "paired_difference_ci", "binned_band"]
+
+
+def _resampled_means(matrices: Sequence[np.ndarray], replicates: int, seed: int) -> list[np.ndarray]:
+    """Means of each matrix over the same ``replicates`` resamples of seeds (rows) and tasks (columns)."""
+    seeds, tasks = matrices[0].shape
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(0, seeds, size=(replicates, seeds))
+    columns = rng.integers(0, tasks, size=(replicates, tasks))
+    out = []
+    for m in matrices:
+        # mean over resampled rows of (mean over resampled columns): the column choice is shared by rows
+        per_row = np.stack([m[:, c].mean(axis=1) for c in columns])  # (replicates, seeds)
+        out.append(np.take_along_axis(per_row, rows, axis=1).mean(axis=1))
+    return out
+
+
+def bootstrap_mean_ci(matrix: Sequence[Sequence[float]], *, replicates: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Mean of a ``(seeds, tasks)`` result matrix and its 95 % two-level bootstrap interval.
+
+    >>> mean, low, high = bootstrap_mean_ci([[1, 0, 1, 1], [0, 0, 1, 0]])
+    >>> mean, low <= mean <= high, 0.0 <= low and high <= 1.0
+    (0.5, True, True)
+    >>> bootstrap_mean_ci([[1.0, 1.0], [1.0, 1.0]])
+    (1.0, 1.0, 1.0)
+    """
+    m = np.asarray(matrix, dtype=float)
+    if m.ndim != 2 or m.size == 0:
+        raise ValueError(f"expected a non-empty (seeds, tasks) matrix, got shape {m.shape}")
+    (means,) = _resampled_means([m], replicates, seed)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(m.mean()), float(low), float(high)
+
+
+def paired_difference_ci(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], *, replicates: int = 2000,
+                         seed: int = 0) -> tuple[float, float, float]:
+    """Mean of ``a - b`` (same seeds in the same rows, same tasks in the same columns) and its 95 %
+    paired bootstrap interval.
+
+    >>> diff, low, high = paired_difference_ci([[1, 1, 0], [1, 0, 0]], [[1, 0, 0], [0, 0, 0]])
+    >>> round(diff, 3), low <= diff <= high
+    (0.333, True)
+    """
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape or a.ndim != 2 or a.size == 0:
+        raise ValueError(f"paired matrices must have one (seeds, tasks) shape, got {a.shape} and {b.shape}")
+    ra, rb = _resampled_means([a, b], replicates, seed)
+    low, high = np.percentile(ra - rb, [2.5, 97.5])
+    return float((a - b).mean()), float(low), float(high)
+
+
+def binned_band(curves: Sequence[Sequence[tuple[float, float]]], edges: Sequence[float], *, replicates: int = 1000,
+                seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A learning curve's mean over seeds and its 95 % bootstrap band, per bin of env steps.
+
+    ``curves`` holds one ``[(env_steps, value), ...]`` list per seed; each seed's values are averaged
+    within each bin of ``edges``, then the seeds are resampled. Returns bin centres, means, lows and
+    highs (bins without a value in every seed are left out).
+
+    >>> x, mean, low, high = binned_band([[(5, 0.0), (15, 1.0)], [(5, 0.0), (15, 0.5)]], [0, 10, 20])
+    >>> x.tolist(), mean.tolist()
+    ([5.0, 15.0], [0.0, 0.75])
+    """
+    edges = np.asarray(edges, dtype=float)
+    per_seed = np.full((len(curves), len(edges) - 1), np.nan)
+    for s, curve in enumerate(curves):
+        if not curve:
+            continue
+        steps, values = np.asarray(curve, dtype=float).T
+        index = np.digitize(steps, edges) - 1
+        for k in range(len(edges) - 1):
+            inside = values[index == k]
+            if inside.size:
+                per_seed[s, k] = inside.mean()
+    keep = ~np.isnan(per_seed).any(axis=0)
+    per_seed = per_seed[:, keep]
+    centres = ((edges[:-1] + edges[1:]) / 2)[keep]
+    rng = np.random.default_rng(seed)
+    draws = per_seed[rng.integers(0, len(curves), size=(replicates, len(curves)))].mean(axis=1)
+    low, high = np.percentile(draws, [2.5, 97.5], axis=0) if per_seed.size else (np.array([]), np.array([]))
+    return centres, per_seed.mean(axis=0), low, high

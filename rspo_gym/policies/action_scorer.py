@@ -1,0 +1,431 @@
+"""A fast action-scoring policy (DRRN-style) that the LLM trainers train unchanged.
+
+- ``HashingTokenizer``: words and word bigrams hashed (CRC-32) into a fixed number of ids; the
+  collector renders its usual prompt (task, recent history, observation, admissible actions) and
+  this tokenizer turns it into the "prompt ids" of a ``StepRow``.
+- ``ActionScorer``: the network. One ``EmbeddingBag`` (mean of the hashed ids) shared by the state
+  and the commands, an encoder per side, and one scorer over each (state, command) pair, as the
+  Deep Reinforcement Relevance Network (He et al. 2016); a value head on the detached state code.
+- ``ActionScorerPolicy``: the ``LLMPolicy`` interface the collector and trainers use (``generate``,
+  ``forward``, ``logprobs``, parameters, ``copy`` for RSPO's explorer, ``state_dict``, ``save`` /
+  ``load``).
+- ``action_scorer_policy``: what ``Trainer`` builds for ``model="drrn"`` (or a policy given).
+
+One action choice is one "response" of one "token": the response id is the chosen command's id in
+a ``CommandRegistry`` (command text -> id, shared by a policy and its copies), and the row's
+allowed ids (``StepRow.allowed_token_ids``, the field constrained decoding fills) are the ids of
+every admissible command. ``to_batch`` then carries the whole choice set into the
+``TrainingBatch``, so the trainer's log-prob of a row is the log-softmax of the chosen command's
+score over its admissible set: the same restricted distribution it was sampled from. The policy
+reads only what every policy reads: the rendered prompt and the admissible actions
+(``constrained=True``, which the trainers default to).
+
+Why: the 0.9M-parameter LLM makes a cell of the comparison cost 10-40 CPU minutes, so error bars
+over seeds are out of reach; this scorer plays and trains over a thousand ALFWorld steps per second
+on one core (``benchmarks/fast_policy_speed.py``), through the very estimators and losses.
+"""
+
+from __future__ import annotations
+
+import copy as _copy
+import json
+import re
+import zlib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from rspo_gym.policies.generation import GenerationConfig, GenerationOutput
+
+__all__ = [
+    "ACTION_SCORER_MODELS",
+    "ScorerConfig",
+    "HashingTokenizer",
+    "CommandRegistry",
+    "ActionScorer",
+    "ActionScorerPolicy",
+    "action_scorer_policy",
+]
+
+#: Model names the trainers resolve to an ``ActionScorerPolicy``.
+ACTION_SCORER_MODELS = ("drrn",)
+
+_WORD_RE = re.compile(r"[a-z0-9]+")
+_BIGRAM_MIX = 1_000_003  # a prime: (first * mix + second) spreads word-id pairs over the buckets
+_TASK_RE = re.compile(r"Your task is to: (.*?)(?:\n|$)")
+_OBSERVATION_RE = re.compile(r"current observation is: (.*?)\n+Your admissible actions", re.S)
+_HISTORY_RE = re.compile(r"\[Observation \d+: '(.*?)', Action \d+: '(.*?)'\]", re.S)
+
+#: Prompt sections (``HashingTokenizer``); commands are encoded in section 0.
+TASK, OBSERVATION, PAST_OBSERVATIONS, PAST_ACTIONS = 1, 2, 3, 4
+SECTIONS = 5
+_FILE = "action_scorer.pt"
+
+
+@dataclass(frozen=True)
+class ScorerConfig:
+    """Sizes of the scorer (the defaults: 284,929 parameters, 65 more with a value head)."""
+
+    buckets: int = 8192
+    """Hashed ids (words and bigrams share them; id 0 is padding)."""
+    embed_dim: int = 32
+    """Width of the shared bag-of-ids embedding."""
+    hidden: int = 64
+    """Width of the state and command codes and of the scorer's hidden layer."""
+
+
+class HashingTokenizer:
+    """Prompt text -> hashed word and bigram ids, tagged with the prompt section they come from.
+
+    The collector renders its usual prompt (``rollout/prompts.py``: the task, the recent
+    (observation, action) history, the current observation, the admissible actions); a bag of all
+    its words would be mostly the admissible list and fixed wording, so the ids of the words that
+    describe the state are drowned. This tokenizer reads the sections the templates share and
+    keeps four: ``TASK``, ``OBSERVATION`` (the current one), ``PAST_OBSERVATIONS`` and
+    ``PAST_ACTIONS``; the admissible actions are left to the command encoder and the fixed
+    wording is dropped. A text without those markers is one ``OBSERVATION``.
+
+    An id is ``section * buckets + hash``: the hash (CRC-32 of the word, or of a word pair mixed
+    arithmetically, in ``[1, buckets)``) indexes one embedding table shared by every section and
+    the commands, so "apple" in the task and in a command is one vector; the section says which
+    mean it joins. CRC-32 rather than Python's ``hash``, so ids do not depend on the process.
+
+    >>> tok = HashingTokenizer(64)
+    >>> ids = tok("Go to fridge 1")["input_ids"]
+    >>> len(ids), ids == tok("go to FRIDGE 1!")["input_ids"], all(ids[0] // 64 == OBSERVATION for _ in ids)
+    (7, True, True)
+    >>> prompt = "Your task is to: put a mug in the desk.\\nYour current observation is: You see a mug 1.\\nYour admissible actions of the current situation are: ['take mug 1']."
+    >>> sorted({i // 64 for i in tok(prompt)["input_ids"]}) == [TASK, OBSERVATION]
+    True
+    """
+
+    pad_token_id = 0
+    chat_template = None  # the collector then tokenises the rendered prompt with __call__
+
+    def __init__(self, buckets: int):
+        if buckets < 2:
+            raise ValueError(f"buckets must be at least 2 (0 is padding), got {buckets}")
+        self.buckets = buckets
+        self._memo: dict[str, int] = {}
+
+    def _id(self, key: str) -> int:
+        found = self._memo.get(key)
+        if found is None:
+            found = 1 + zlib.crc32(key.encode()) % (self.buckets - 1)
+            if len(self._memo) < 1_000_000:
+                self._memo[key] = found
+        return found
+
+    def encode(self, text: str, section: int = 0) -> list[int]:
+        """Hashes of the words of ``text`` (lower-cased alphanumeric runs) and of its word bigrams,
+        offset by ``section * buckets``.
+
+        A bigram's hash mixes its two word hashes arithmetically (no string per pair): this runs
+        once per env step over hundreds of words.
+        """
+        memo = self._memo
+        words = [memo.get(w) or self._id(w) for w in _WORD_RE.findall(text.lower())]
+        if not words:
+            words = [self._id("")]
+        ids = np.asarray(words, dtype=np.int64)
+        bigrams = 1 + (ids[:-1] * _BIGRAM_MIX + ids[1:]) % (self.buckets - 1)
+        return (np.concatenate([ids, bigrams]) + section * self.buckets).tolist()
+
+    def sections(self, text: str) -> list[tuple[int, str]]:
+        """The ``(section, text)`` parts of a rendered prompt (see the class docstring)."""
+        state = _OBSERVATION_RE.search(text)
+        if state is None:
+            return [(OBSERVATION, text)]
+        parts = [(OBSERVATION, state.group(1))]
+        task = _TASK_RE.search(text)
+        if task is not None:
+            parts.append((TASK, task.group(1)))
+        for observation, action in _HISTORY_RE.findall(text[:state.start()]):
+            parts += [(PAST_OBSERVATIONS, observation), (PAST_ACTIONS, action)]
+        return parts
+
+    def __call__(self, text: str, add_special_tokens: bool = True) -> dict[str, list[int]]:
+        ids: list[int] = []
+        for section, part in self.sections(text):
+            ids += self.encode(part, section)
+        return {"input_ids": ids}
+
+
+class CommandRegistry:
+    """Command text <-> a stable id and its hashed ids; shared by a policy and its copies, so
+    their rows can be merged into one batch (RSPO's replay) and mean the same commands."""
+
+    def __init__(self, tokenizer: HashingTokenizer, texts: Sequence[str] = ()):
+        self.tokenizer = tokenizer
+        self.texts: list[str] = []
+        self.tokens: list[list[int]] = []
+        self._ids: dict[str, int] = {}
+        for text in texts:
+            self.id(text)
+
+    def id(self, text: str) -> int:
+        found = self._ids.get(text)
+        if found is None:
+            found = self._ids[text] = len(self.texts)
+            self.texts.append(text)
+            self.tokens.append(self.tokenizer.encode(text))
+        return found
+
+    def padded(self, ids: Sequence[int]) -> torch.Tensor:
+        """``(len(ids), L)`` hashed ids of these commands, 0-padded."""
+        rows = [self.tokens[i] for i in ids]
+        width = max(len(r) for r in rows)
+        return torch.tensor([r + [0] * (width - len(r)) for r in rows], dtype=torch.long)
+
+
+class ActionScorer(nn.Module):
+    """``score(s, a) = w · tanh(W [s; a; s ⊙ a])`` with ``s``, ``a`` the state and command codes.
+
+    The state code reads the mean word embedding of each prompt section (task, current
+    observation, past observations, past actions) side by side; the command code the mean
+    embedding of the command's words. One embedding table serves both sides.
+    """
+
+    def __init__(self, config: ScorerConfig):
+        super().__init__()
+        self.buckets = config.buckets
+        self.embed = nn.Embedding(config.buckets, config.embed_dim, padding_idx=0)
+        self.state = nn.Sequential(nn.Linear((SECTIONS - 1) * config.embed_dim, config.hidden), nn.Tanh())
+        self.command = nn.Sequential(nn.Linear(config.embed_dim, config.hidden), nn.Tanh())
+        self.scorer = nn.Sequential(nn.Linear(3 * config.hidden, config.hidden), nn.Tanh(), nn.Linear(config.hidden, 1))
+
+    def pooled(self, ids: torch.Tensor) -> torch.Tensor:
+        """``(B, SECTIONS, embed_dim)``: the mean embedding of each section's ids (0 pads; an empty
+        section is 0)."""
+        sections = nn.functional.one_hot(ids // self.buckets, SECTIONS).to(torch.float32)
+        sections = sections * (ids > 0).unsqueeze(-1)
+        sums = sections.transpose(1, 2) @ self.embed(ids % self.buckets)
+        return sums / sections.sum(1).clamp(min=1.0).unsqueeze(-1)
+
+    def encode_state(self, prompt: torch.Tensor) -> torch.Tensor:
+        return self.state(self.pooled(prompt)[:, 1:, :].flatten(1))
+
+    def scores(self, state: torch.Tensor, commands: torch.Tensor, choices: torch.Tensor) -> torch.Tensor:
+        """``(B, K)`` scores of ``choices`` (indices into ``commands``' rows; -1 pads, scored -inf)."""
+        codes = self.command(self.pooled(commands)[:, 0, :])  # (U, h)
+        a = codes[choices.clamp(min=0)]  # (B, K, h)
+        s = state[:, None, :].expand_as(a)
+        raw = self.scorer(torch.cat([s, a, s * a], dim=-1)).squeeze(-1)
+        return raw.masked_fill(choices < 0, float("-inf"))
+
+
+def _tempered(scores: torch.Tensor, temperature: float) -> torch.Tensor:
+    return scores / temperature if temperature > 0 else scores
+
+
+class ActionScorerPolicy:
+    """A DRRN that acts and learns through the ``LLMPolicy`` interface (see the module docstring).
+
+    Args:
+        config: the network's sizes.
+        value_head: attach PPO's critic (a linear read-out of the detached state code).
+        seed: initialisation and the default sampling stream.
+        registry: share another policy's commands (``copy`` does); None starts an empty one.
+    """
+
+    adapter = None  # no LoRA: the trainers' adapter paths never apply
+    autocast_dtype = None
+
+    def __init__(self, config: ScorerConfig = ScorerConfig(), *, value_head: bool = False, seed: int = 0,
+                 micro_batch_size: int = 16, registry: CommandRegistry | None = None):
+        self.config = config
+        self.tokenizer = registry.tokenizer if registry is not None else HashingTokenizer(config.buckets)
+        self.commands = registry if registry is not None else CommandRegistry(self.tokenizer)
+        self.micro_batch_size = micro_batch_size  # read by the trainers; every pass here takes the whole batch
+        torch.manual_seed(seed)
+        self.model = ActionScorer(config)
+        self.value_head: nn.Linear | None = nn.Linear(config.hidden, 1) if value_head else None
+        self._generator = torch.Generator().manual_seed(seed)
+
+    # -- acting ------------------------------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cpu")
+
+    @property
+    def pad_token_id(self) -> int:
+        return HashingTokenizer.pad_token_id
+
+    @torch.no_grad()
+    def generate(self, prompt_ids: Sequence[Sequence[int]], config: GenerationConfig = GenerationConfig(),
+                 allowed: Sequence[Sequence[str]] | None = None) -> GenerationOutput:
+        """One admissible command per prompt, sampled from ``softmax(scores / temperature)``
+        (greedy at temperature 0); its log-prob is that of the tempered softmax, as the trainer
+        recomputes it."""
+        if allowed is None:
+            raise ValueError("the drrn policy chooses among the admissible actions: use constrained=True")
+        if any(len(choices) == 0 for choices in allowed):
+            raise ValueError("a prompt came with no admissible action to choose from")
+        ids = [[self.commands.id(text) for text in choices] for choices in allowed]
+        width = max(len(p) for p in prompt_ids)
+        prompts = torch.tensor([list(p) + [0] * (width - len(p)) for p in prompt_ids], dtype=torch.long)
+        scores = self._scores(prompts, torch.tensor(_padded(ids), dtype=torch.long))[0]
+        logits = _tempered(scores, config.temperature)
+        if config.temperature > 0:
+            generator = torch.Generator().manual_seed(config.seed) if config.seed is not None else self._generator
+            picks = torch.multinomial(torch.softmax(logits, -1), 1, generator=generator).squeeze(-1)
+        else:
+            picks = logits.argmax(-1)
+        logprobs = torch.log_softmax(logits, -1).gather(-1, picks[:, None]).squeeze(-1)
+        chosen = [row[k] for row, k in zip(ids, picks.tolist())]
+        return GenerationOutput(
+            texts=[self.commands.texts[c] for c in chosen],
+            response_ids=[[c] for c in chosen],
+            logprobs=[[float(lp)] for lp in logprobs.tolist()],
+            allowed_token_ids=[[row] for row in ids],
+        )
+
+    def _scores(self, prompts: torch.Tensor, choices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(B, K)`` scores of command ids ``choices`` (-1 pads) and the ``(B, h)`` state codes."""
+        unique, local = torch.unique(choices.clamp(min=0), return_inverse=True)
+        local = local.masked_fill(choices < 0, -1)
+        state = self.model.encode_state(prompts)
+        return self.model.scores(state, self.commands.padded(unique.tolist()), local), state
+
+    def sync_weights(self) -> None:
+        """Nothing to push: acting and learning share the weights."""
+
+    def release_generation_memory(self) -> None:
+        """Nothing to release: no generation engine."""
+
+    def enable_gradient_checkpointing(self) -> None:
+        """A documented no-op: the scorer keeps no per-layer activations worth recomputing."""
+
+    # -- learning ----------------------------------------------------------------------------
+    def forward(self, batch, *, temperature: float = 1.0, entropy: bool = False, values: bool = False) -> dict[str, torch.Tensor]:
+        """``(rows, R)`` log-probs (and entropies, values) of a ``TrainingBatch`` of this policy's
+        rows; column 0 holds the choice, wider columns (padding from other rows) are 0."""
+        if values and self.value_head is None:
+            raise ValueError("this policy has no value head: build it with value_head=True")
+        if batch.allowed is None:
+            raise ValueError("the batch has no allowed ids: its rows were not chosen by an action-scoring policy")
+        P = batch.prompt_length
+        width = batch.response_mask.shape[1]
+        choices = batch.allowed[:, 0, :]
+        scores, state = self._scores(batch.input_ids[:, :P] * batch.attention_mask[:, :P], choices)
+        logp = torch.log_softmax(_tempered(scores, temperature), -1)
+        position = (choices == batch.input_ids[:, P:P + 1]).float().argmax(-1, keepdim=True)
+        result = {"logprobs": _widen(logp.gather(-1, position).squeeze(-1), width)}
+        if entropy:
+            p = logp.exp()
+            result["entropy"] = _widen(-(p * logp.masked_fill(choices < 0, 0.0)).sum(-1), width)
+        if values:
+            result["values"] = _widen(self.value_head(state.detach()).squeeze(-1), width)
+        return result
+
+    @torch.no_grad()
+    def logprobs(self, batch, *, temperature: float = 1.0, values: bool = False, max_tokens: int | None = None) -> dict[str, torch.Tensor]:
+        """``forward`` without gradients, in eval mode (the whole batch at once: it is small)."""
+        was_training = self.model.training
+        self.train(False)
+        try:
+            return self.forward(batch, temperature=temperature, values=values)
+        finally:
+            self.train(was_training)
+
+    def policy_parameters(self) -> list[nn.Parameter]:
+        return list(self.model.parameters())
+
+    def critic_parameters(self) -> list[nn.Parameter]:
+        return [] if self.value_head is None else list(self.value_head.parameters())
+
+    def parameters(self) -> list[nn.Parameter]:
+        return self.policy_parameters() + self.critic_parameters()
+
+    def train(self, mode: bool = True) -> "ActionScorerPolicy":
+        self.model.train(mode)
+        if self.value_head is not None:
+            self.value_head.train(mode)
+        return self
+
+    # -- copies and persistence --------------------------------------------------------------
+    def copy(self, *, value_head: bool | None = None, seed: int = 0) -> "ActionScorerPolicy":
+        """A policy with a copy of these weights (and value head), sharing the command registry;
+        ``seed`` starts its own sampling stream (RSPO's explorer)."""
+        other = ActionScorerPolicy(self.config, value_head=False, seed=seed, micro_batch_size=self.micro_batch_size, registry=self.commands)
+        other.model = _copy.deepcopy(self.model)
+        wants_head = self.value_head is not None if value_head is None else value_head
+        if wants_head:
+            other.value_head = _copy.deepcopy(self.value_head) if self.value_head is not None else nn.Linear(self.config.hidden, 1)
+        return other
+
+    def frozen_copy(self) -> "ActionScorerPolicy":
+        """A copy that never trains (a KL reference)."""
+        frozen = self.copy(value_head=False)
+        for parameter in frozen.parameters():
+            parameter.requires_grad_(False)
+        return frozen
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {"model": self.model.state_dict(), "commands": list(self.commands.texts)}
+        if self.value_head is not None:
+            state["value_head"] = self.value_head.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Weights, value head and commands; the commands saved must extend this registry's."""
+        known = self.commands.texts
+        saved = state["commands"]
+        if saved[:len(known)] != known[:len(saved)]:
+            raise ValueError("the checkpoint's command ids disagree with this policy's: load into a fresh policy")
+        for text in saved[len(known):]:
+            self.commands.id(text)
+        self.model.load_state_dict(state["model"])
+        if self.value_head is not None and "value_head" in state:
+            self.value_head.load_state_dict(state["value_head"])
+
+    def save(self, path: str | Path, *, merged: bool = False) -> None:
+        """``action_scorer.pt`` (weights, commands) and ``scorer_config.json`` in folder ``path``
+        (``merged`` is accepted for the trainers' call; there is no adapter to merge)."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        torch.save(self.state_dict(), path / _FILE)
+        (path / "scorer_config.json").write_text(json.dumps(asdict(self.config), indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> "ActionScorerPolicy":
+        """The policy ``save`` wrote to ``path``."""
+        path = Path(path)
+        config = ScorerConfig(**json.loads((path / "scorer_config.json").read_text(encoding="utf-8")))
+        state = torch.load(path / _FILE, map_location="cpu", weights_only=True)
+        policy = cls(config, value_head="value_head" in state)
+        policy.load_state_dict(state)
+        return policy
+
+
+def _padded(rows: Sequence[Sequence[int]]) -> list[list[int]]:
+    width = max(len(r) for r in rows)
+    return [list(r) + [-1] * (width - len(r)) for r in rows]
+
+
+def _widen(column: torch.Tensor, width: int) -> torch.Tensor:
+    """A ``(B,)`` per-row value as the ``(B, width)`` per-token layout (0 past the one "token")."""
+    if width == 1:
+        return column[:, None]
+    return torch.cat([column[:, None], column.new_zeros(len(column), width - 1)], dim=1)
+
+
+def action_scorer_policy(model: Any, config, *, value_head: bool) -> ActionScorerPolicy | None:
+    """The action-scoring policy a trainer uses for ``model`` (``"drrn"`` or a policy given), else
+    None. Checks the settings it needs: ``constrained=True`` (it chooses among the admissible
+    actions) and the transformers backend (there is no text to generate with vLLM)."""
+    if isinstance(model, str) and model in ACTION_SCORER_MODELS:
+        model = ActionScorerPolicy(value_head=value_head, seed=config.seed, micro_batch_size=config.micro_batch_size)
+    if not isinstance(model, ActionScorerPolicy):
+        return None
+    if not config.constrained:
+        raise ValueError("the drrn policy chooses among the admissible actions: set constrained=True")
+    if config.generation_backend != "hf":
+        raise ValueError("the drrn policy generates no text: use generation_backend='hf'")
+    if value_head and model.value_head is None:
+        raise ValueError("this trainer needs a policy built with value_head=True")
+    return model

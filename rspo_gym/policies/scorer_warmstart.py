@@ -1,0 +1,84 @@
+"""Behaviour cloning of the envs' scripted experts into the fast action-scoring policy.
+
+A from-scratch scorer almost never wins an ALFWorld task (all six types) in 50 steps, and tens of
+thousands of RL steps do not change that, so, as the LLM comparison starts from its clone of the
+expert, the fast comparison can start its ALFWorld cells from a *partial* clone: a few expert
+episodes, a few epochs, so that the start wins some tasks and leaves room to learn.
+
+- ``expert_choices``: expert episodes as ``StepRow`` s the way ``collect`` would record the
+  scorer's own choices (same prompt, the admissible set as allowed ids, the expert's command as the
+  response). WebShop's free-text search becomes the one search the scorer can make,
+  ``search[<the task>]`` (``constrained_choices``).
+- ``clone``: cross-entropy over the admissible set (the negative mean of ``forward``'s log-probs),
+  Adam, seeded shuffling.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import torch
+
+import rspo_gym  # noqa: F401  (registers the environments)
+from rspo_gym.policies.action_scorer import ActionScorerPolicy
+from rspo_gym.rollout.collector import constrained_choices
+from rspo_gym.rollout.prompts import PromptBuilder, parse_action, template_for
+from rspo_gym.rollout.trajectory import StepRow, to_batch
+
+__all__ = ["expert_choices", "clone"]
+
+
+def expert_choices(policy: ActionScorerPolicy, env_id: str, episodes: int, *, history_length: int = 2,
+                   seed: int = 0, env_kwargs: dict | None = None) -> list[StepRow]:
+    """Rows of ``episodes`` expert episodes (reset seeds ``seed``, ``seed + 1``, ...), prompts rendered
+    by the collector's ``PromptBuilder`` with ``history_length``; steps whose expert command is not
+    among the admissible choices are played but not recorded."""
+    builder = PromptBuilder(template_for(env_id), history_length=history_length, think=False)
+    env = gym.make(env_id, **(env_kwargs or {}))
+    rows: list[StepRow] = []
+    try:
+        for episode in range(episodes):
+            observation, info = env.reset(seed=seed + episode)
+            history: list[tuple[str, str]] = []
+            done = False
+            while not done:
+                task = info.get("task", "")
+                choices = constrained_choices(info.get("admissible_actions", ()), task)
+                action = parse_action(env.unwrapped.expert_action(), think=False).action
+                chosen = f"search[{task.strip()}]" if action.startswith("search[") else action
+                prompt = builder.chat_ids(policy.tokenizer, builder.build(task, observation, info.get("admissible_actions", ()), history))
+                if chosen in choices:
+                    ids = [policy.commands.id(c) for c in choices]
+                    rows.append(StepRow(
+                        prompt_ids=prompt, response_ids=[policy.commands.id(chosen)], logprobs=[0.0], reward=0.0,
+                        process_reward=0.0, anchor=observation, valid=True, format_valid=True, group_id=episode,
+                        traj_id=episode, step=len(history), action=chosen, source="expert", allowed_token_ids=[ids],
+                    ))
+                history.append((observation, chosen))
+                observation, _, terminated, truncated, info = env.step(chosen)
+                done = terminated or truncated
+    finally:
+        env.close()
+    return rows
+
+
+def clone(policy: ActionScorerPolicy, rows: list[StepRow], *, epochs: int = 2, batch_size: int = 64,
+          learning_rate: float = 1e-3, seed: int = 0) -> list[float]:
+    """Fit ``policy`` to the expert's choices; returns the mean loss (nats per choice) of each epoch."""
+    if not rows:
+        raise ValueError("no expert rows to clone")
+    batch = to_batch(rows, policy.pad_token_id)
+    optimizer = torch.optim.Adam(policy.policy_parameters(), lr=learning_rate)
+    generator = torch.Generator().manual_seed(seed)
+    losses = []
+    policy.train(True)
+    for _ in range(epochs):
+        total = 0.0
+        for part in torch.randperm(len(rows), generator=generator).split(batch_size):
+            loss = -policy.forward(batch.index(part).trimmed())["logprobs"][:, 0].mean()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            total += float(loss.detach()) * len(part)
+        losses.append(total / len(rows))
+    policy.train(False)
+    return losses

@@ -1,0 +1,123 @@
+"""The fast action-scoring policy (``model="drrn"``) through the shared collector and trainers."""
+
+import pytest
+import torch
+
+import rspo_gym  # noqa: F401
+from rspo_gym.algos import GiGPOTrainer, GRPOTrainer, PPOTrainer, RSPOTrainer
+from rspo_gym.algos.envs import make_vector_env
+from rspo_gym.policies.action_scorer import ActionScorerPolicy
+from rspo_gym.policies.generation import GenerationConfig
+from rspo_gym.rollout.collector import CollectConfig, collect
+from rspo_gym.rollout.trajectory import to_batch
+
+ENVS = ["rspo/ALFWorld-v0", "rspo/WebShop-v0"]
+SMALL = dict(iterations=1, num_groups=2, group_size=2, max_turns=3, eval_every=1, eval_tasks=2, progress=False)
+TRAINERS = [
+    (GRPOTrainer, {}),
+    (GiGPOTrainer, {"reward": "dense"}),
+    (PPOTrainer, {"num_groups": 2, "group_size": 1}),
+    (RSPOTrainer, {"base": "grpo", "swap": "explorer", "explorer_group_size": 1}),
+    (RSPOTrainer, {"base": "ppo", "swap": "explorer", "explorer_group_size": 1}),
+    (RSPOTrainer, {"base": "gigpo", "swap": "explorer", "explorer_group_size": 1}),
+    (RSPOTrainer, {"base": "grpo", "swap": "rank"}),
+    (RSPOTrainer, {"base": "gigpo", "swap": "anneal"}),
+]
+
+
+def _weights(policy):
+    return [p.detach().clone() for p in policy.parameters()]
+
+
+@pytest.mark.parametrize("env_id", ENVS)
+@pytest.mark.parametrize("cls,extra", TRAINERS, ids=lambda v: v.__name__ if isinstance(v, type) else "-".join(f"{k}={x}" for k, x in v.items()))
+def test_every_trainer_trains_the_fast_policy(env_id, cls, extra, tmp_path):
+    trainer = cls(env_id, model="drrn", output_dir=str(tmp_path), learning_rate=1e-2, **{**SMALL, **extra})
+    assert isinstance(trainer.policy, ActionScorerPolicy)
+    before = _weights(trainer.policy)
+    (row,) = trainer.learn()
+    assert all(torch.isfinite(torch.tensor(v)) for k, v in row.items() if k.startswith(("train/", "explorer/")))
+    assert 0.0 <= row["eval/success"] <= 1.0
+    assert any(not torch.equal(a, b) for a, b in zip(before, _weights(trainer.policy)))
+    if trainer.needs_values:
+        assert "train/value_loss" in row and trainer.policy.value_head is not None
+    if getattr(trainer, "explorer", None) is not None:
+        assert trainer.explorer.commands is trainer.policy.commands  # merged batches share command ids
+        assert row["explorer/replayed_rows"] > 0 and "explorer/pg_loss" in row
+    assert (tmp_path / "policy" / "action_scorer.pt").is_file()
+    trainer.close()
+
+
+@pytest.mark.parametrize("env_id", ENVS)
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_behaviour_logprobs_equal_recomputed_ones(env_id, temperature):
+    policy = ActionScorerPolicy(seed=1)
+    with torch.no_grad():  # away from the near-uniform start, so a wrong choice index would show
+        for p in policy.parameters():
+            p.mul_(5.0)
+    venv, _ = make_vector_env(env_id, 2, 3)
+    config = CollectConfig(generation=GenerationConfig(temperature=temperature, seed=5), constrained=True, max_turns=4)
+    rollout = collect(policy, venv, config, seed=11)
+    batch = to_batch(rollout.rows, policy.pad_token_id)
+    recomputed = policy.logprobs(batch, temperature=temperature)["logprobs"]
+    assert len(rollout.rows) >= 12
+    assert float((recomputed - batch.old_logprobs).abs().max()) < 1e-4  # float32 sums of other batch shapes
+    assert float(batch.old_logprobs.min()) < -0.5  # real choices, not near-certain ones
+    venv.close()
+
+
+def test_a_short_seeded_run_beats_a_random_policy_on_a_fixed_task_set(tmp_path):
+    # WebShop's purchase score (its success needs every attribute, option and the price right,
+    # which four goals' worth of episodes do not reach): the uniform policy scores 0.06 here
+    tasks = [0, 1, 2, 3]
+    common = dict(model="drrn", num_groups=4, group_size=4, train_task_ids=tasks, eval_task_ids=tasks * 4, eval_split="train",
+                  env_kwargs={"split": "train"}, eval_temperature=1.0, eval_every=0, learning_rate=3e-3, seed=0,
+                  max_turns=8, progress=False)
+    trained = GRPOTrainer("rspo/WebShop-v0", output_dir=str(tmp_path / "trained"), **common)
+    uniform = GRPOTrainer("rspo/WebShop-v0", output_dir=str(tmp_path / "uniform"), **common)
+    with torch.no_grad():  # a zero last layer scores every command alike: the uniform random policy
+        uniform.policy.model.scorer[-1].weight.zero_()
+        uniform.policy.model.scorer[-1].bias.zero_()
+    random_score = uniform.evaluate()["eval/score"]
+    trained.learn(6)
+    trained_score = trained.evaluate()["eval/score"]
+    assert trained_score >= random_score + 0.15, (random_score, trained_score)
+    trained.close()
+    uniform.close()
+
+
+def test_save_load_and_copies_keep_weights_and_command_ids(tmp_path):
+    policy = ActionScorerPolicy(value_head=True, seed=2)
+    ids = [policy.commands.id(text) for text in ("go to fridge 1", "take apple 1 from fridge 1")]
+    explorer = policy.copy(seed=3)
+    assert explorer.commands is policy.commands and explorer.value_head is not policy.value_head
+    assert explorer.commands.id("open fridge 1") == 2 and policy.commands.texts[2] == "open fridge 1"
+    policy.save(tmp_path)
+    loaded = ActionScorerPolicy.load(tmp_path)
+    assert loaded.commands.texts[:2] == ["go to fridge 1", "take apple 1 from fridge 1"] and ids == [0, 1]
+    for a, b in zip(policy.parameters(), loaded.parameters()):
+        assert torch.equal(a, b)
+    other = ActionScorerPolicy()
+    other.commands.id("look")
+    with pytest.raises(ValueError, match="command ids disagree"):
+        other.load_state_dict(policy.state_dict())
+
+
+def test_settings_the_fast_policy_cannot_use_are_refused():
+    with pytest.raises(ValueError, match="constrained=True"):
+        GRPOTrainer("rspo/ALFWorld-v0", model="drrn", constrained=False, progress=False)
+    with pytest.raises(ValueError, match="value_head=True"):
+        PPOTrainer("rspo/ALFWorld-v0", model=ActionScorerPolicy(), progress=False)
+    with pytest.raises(ValueError, match="constrained=True"):
+        ActionScorerPolicy().generate([[1, 2]], GenerationConfig(), None)
+
+
+def test_a_kl_reference_is_a_frozen_copy_that_stays_put(tmp_path):
+    trainer = GRPOTrainer("rspo/ALFWorld-v0", model="drrn", kl_coef=0.1, learning_rate=1e-2, output_dir=str(tmp_path), **SMALL)
+    frozen = _weights(trainer.reference)
+    assert all(not p.requires_grad for p in trainer.reference.parameters())
+    assert trainer.reference.commands is trainer.policy.commands
+    (row,) = trainer.learn()
+    assert "train/kl" in row
+    assert all(torch.equal(a, b) for a, b in zip(frozen, _weights(trainer.reference)))
+    trainer.close()
