@@ -36,12 +36,17 @@ def _scalars(metrics: dict[str, Any]) -> dict[str, float]:
 
 
 class TensorBoardReporter:
-    """Event files in ``<output_dir>/tensorboard`` (``tensorboard --logdir runs``)."""
+    """Event files in ``<output_dir>/tensorboard`` (``tensorboard --logdir runs``).
 
-    def __init__(self, output_dir: Path):
+    ``first_step``: the step this writer logs first. Events of that step and later left by an
+    interrupted run (iterations logged after its last checkpoint, which a resume trains again) are
+    purged, so the curves show each iteration once, as ``metrics.jsonl`` does.
+    """
+
+    def __init__(self, output_dir: Path, first_step: int = 1):
         from torch.utils.tensorboard import SummaryWriter
 
-        self.writer = SummaryWriter(str(output_dir / "tensorboard"))
+        self.writer = SummaryWriter(str(output_dir / "tensorboard"), purge_step=first_step)
 
     def log(self, metrics: dict[str, Any], step: int) -> None:
         for key, value in _scalars(metrics).items():
@@ -67,11 +72,14 @@ class WandbReporter:
         self.run.finish()
 
 
-def make_reporter(report_to: str, output_dir: Path, config: dict[str, Any]) -> TensorBoardReporter | WandbReporter | None:
-    """The reporter of ``report_to`` writing for the run in ``output_dir``; None for ``"none"``."""
+def make_reporter(
+    report_to: str, output_dir: Path, config: dict[str, Any], first_step: int = 1
+) -> TensorBoardReporter | WandbReporter | None:
+    """The reporter of ``report_to`` writing for the run in ``output_dir`` from ``first_step`` on;
+    None for ``"none"``."""
     check_report_to(report_to)
     if report_to == "tensorboard":
-        return TensorBoardReporter(output_dir)
+        return TensorBoardReporter(output_dir, first_step)
     if report_to == "wandb":
         return WandbReporter(output_dir, config)
     return None

@@ -631,7 +631,7 @@ class Trainer:
             writer.writerows(self.history)
         os.replace(tmp, self.output_dir / "metrics.csv")
         if self._reporter is None:
-            self._reporter = make_reporter(self.config.report_to, self.output_dir, self.config.to_dict()) or False
+            self._reporter = make_reporter(self.config.report_to, self.output_dir, self.config.to_dict(), metrics["iteration"]) or False
         if self._reporter:
             self._reporter.log(metrics, metrics["iteration"])
 

@@ -64,3 +64,23 @@ def test_trainer_reports_to_tensorboard(tmp_path):
                         num_groups=1, group_size=2, max_turns=1, eval_every=0, progress=False)
     quiet.learn()
     assert not (tmp_path / "quiet" / "tensorboard").exists()  # report_to="none" by default
+
+
+def test_a_resumed_run_replaces_the_tensorboard_steps_it_trains_again(tmp_path):
+    """An interrupted run logged iterations 1-3 but checkpointed after 1: the resume logs 2 and 3 again."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from rspo_gym.algos.reporting import make_reporter
+
+    interrupted = make_reporter("tensorboard", tmp_path, {})
+    for step in (1, 2, 3):
+        interrupted.log({"iteration": step, "loss": float(step)}, step)
+    interrupted.close()
+    resumed = make_reporter("tensorboard", tmp_path, {}, first_step=2)
+    for step in (2, 3):
+        resumed.log({"iteration": step, "loss": 10.0 * step}, step)
+    resumed.close()
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    assert [(e.step, e.value) for e in events.Scalars("loss")] == [(1, 1.0), (2, 20.0), (3, 30.0)]
