@@ -2,8 +2,12 @@
 
 ``Trainer.learn()`` without ``output_dir`` writes a run folder under ``$RSPO_GYM_RUNS_DIR``
 (default ``runs`` in the working directory); every test and doctest gets its own temporary one,
-so the suite never writes into the repository.
+so the suite never writes into the repository. torch's thread count is restored after every test:
+a test that sets it (a benchmark's worker run in-process) would otherwise change the floating-point
+reductions of every later test, so runs that must be bitwise equal to a subprocess's stop being so.
 """
+
+import sys
 
 import pytest
 
@@ -11,3 +15,13 @@ import pytest
 @pytest.fixture(autouse=True)
 def _runs_in_a_temporary_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RSPO_GYM_RUNS_DIR", str(tmp_path_factory.mktemp("runs")))
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads_restored():
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch is not None else None
+    yield
+    torch = sys.modules.get("torch")
+    if torch is not None and threads is not None and torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
