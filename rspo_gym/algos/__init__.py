@@ -7,6 +7,7 @@
   load lazily, so importing the pure functions does not import transformers.
 """
 
+import rspo_gym
 from rspo_gym.algos.advantages import (
     ADVANTAGE_ESTIMATORS,
     gae_advantages,
@@ -43,16 +44,8 @@ __all__ = [
     "value_loss",
 ]
 
-_TRAINERS = {
-    "GRPOTrainer": "rspo_gym.algos.grpo",
-    "PPOTrainer": "rspo_gym.algos.ppo",
-    "GiGPOTrainer": "rspo_gym.algos.gigpo",
-    "RSPOTrainer": "rspo_gym.algos.rspo",
-    "TrainerConfig": "rspo_gym.algos.config",
-    "GiGPOConfig": "rspo_gym.algos.config",
-    "PPOConfig": "rspo_gym.algos.config",
-    "RSPOConfig": "rspo_gym.algos.config",
-}
+#: the trainers and configs, named at the top level too (``rspo_gym._LAZY``): one map for both
+_TRAINERS = {name: module for name, module in rspo_gym._LAZY.items() if module.startswith("rspo_gym.algos.")}
 __all__ += list(_TRAINERS)
 
 

@@ -17,9 +17,7 @@ import gymnasium as gym
 from rspo_gym.envs.wrappers import ProcessReward
 from rspo_gym.rollout.vector import GroupedVectorEnv
 
-__all__ = ["EnvFactory", "make_vector_env", "default_potential", "default_eval_split", "env_family", "env_pool_settings", "ENV_POOLS"]
-
-ENV_POOLS = ("inprocess", "processes", "ray")
+__all__ = ["EnvFactory", "make_vector_env", "default_potential", "default_eval_split", "env_family", "env_pool_settings"]
 
 
 def env_family(env_id: str | None) -> str:
@@ -73,7 +71,8 @@ class EnvFactory:
 
 
 def env_pool_settings(config: Any) -> dict[str, Any]:
-    """``make_vector_env``'s ``processes`` and ``pool`` for a config's ``env_pool`` / ``env_workers``.
+    """``make_vector_env``'s ``processes`` and ``pool`` for a config's ``env_pool`` / ``env_workers``
+    (values the config has already checked, ``validation.RULES``).
 
     >>> from rspo_gym.algos.config import TrainerConfig
     >>> env_pool_settings(TrainerConfig(env_pool="ray", env_workers=4))
@@ -82,11 +81,7 @@ def env_pool_settings(config: Any) -> dict[str, Any]:
     {'processes': 3, 'pool': None}
     """
     pool = config.env_pool or ("processes" if config.processes > 0 else "inprocess")
-    if pool not in ENV_POOLS:
-        raise ValueError(f"env_pool must be one of {ENV_POOLS} or None, got {pool!r}")
     workers = config.env_workers if config.env_workers is not None else (config.processes or 2)
-    if not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"env_workers must be a positive integer or None, got {workers!r}")
     if pool == "inprocess":
         return {"processes": 0, "pool": None}
     return {"processes": workers, "pool": "ray" if pool == "ray" else None}

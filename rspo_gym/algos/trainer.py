@@ -51,11 +51,9 @@ from rspo_gym.rollout.collector import CollectConfig, CollectionDeadline, collec
 from rspo_gym.rollout.trajectory import Rollout, TrainingBatch, micro_batches, to_batch
 from rspo_gym.rollout.vector import GroupedVectorEnv
 
-__all__ = ["Trainer", "RewardView", "Estimate", "PRECISIONS", "INVALID_PENALTY_ON", "resolve_precision", "loss_weights"]
+__all__ = ["Trainer", "RewardView", "Estimate", "PRECISIONS", "resolve_precision", "loss_weights"]
 
 PRECISIONS = ("fp32", "bf16-mixed", "bf16")
-GENERATION_BACKENDS = ("hf", "vllm")
-INVALID_PENALTY_ON = ("format", "format_or_env")
 
 
 @dataclass
