@@ -111,11 +111,17 @@ def _nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
 Generators = torch.Generator | list[torch.Generator]
 
 
-def _exponentials(like: torch.Tensor, generator: Generators) -> torch.Tensor:
-    """I.i.d. ``Exp(1)`` noise shaped like ``like``: from one generator, or row ``b`` from ``generator[b]``."""
+def _noise(like: torch.Tensor, generator: Generators, fill) -> torch.Tensor:
+    """A tensor shaped like ``like`` filled in place by ``fill(tensor, generator)``: all rows from one
+    generator, or row ``b`` from ``generator[b]``."""
     if isinstance(generator, torch.Generator):
-        return torch.empty_like(like).exponential_(generator=generator)
-    return torch.cat([torch.empty_like(like[b:b + 1]).exponential_(generator=g) for b, g in enumerate(generator)])
+        return fill(torch.empty_like(like), generator)
+    return torch.cat([fill(torch.empty_like(like[b:b + 1]), g) for b, g in enumerate(generator)])
+
+
+def _exponentials(like: torch.Tensor, generator: Generators) -> torch.Tensor:
+    """I.i.d. ``Exp(1)`` noise shaped like ``like``."""
+    return _noise(like, generator, lambda tensor, g: tensor.exponential_(generator=g))
 
 
 def _inverse_cdf(weights: torch.Tensor, generator: Generators) -> torch.Tensor:
@@ -127,10 +133,7 @@ def _inverse_cdf(weights: torch.Tensor, generator: Generators) -> torch.Tensor:
     never has weight 0.
     """
     cdf = weights.cumsum(dim=-1)
-    if isinstance(generator, torch.Generator):
-        uniform = torch.rand((len(weights), 1), generator=generator, device=weights.device)
-    else:
-        uniform = torch.cat([torch.rand((1, 1), generator=g, device=weights.device) for g in generator])
+    uniform = _noise(cdf[:, -1:], generator, lambda tensor, g: tensor.uniform_(generator=g))
     threshold = (1.0 - uniform) * cdf[:, -1:]
     return (cdf < threshold).sum(dim=-1).clamp_(max=weights.shape[-1] - 1)
 
