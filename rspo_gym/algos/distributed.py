@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import math
 import os
-from contextlib import ExitStack, nullcontext
-from typing import Any, Sequence
+from contextlib import ExitStack, contextmanager, nullcontext
+from typing import Any, Iterator, Sequence
 
 import torch
 
@@ -88,6 +88,14 @@ class SingleProcess:
 
     def accumulating(self, policy, last: bool):
         return nullcontext()
+
+    def full_weights(self, policy):
+        """A context in which ``policy``'s forward passes need no collective (see ``Accelerated``)."""
+        return nullcontext()
+
+    def full_state_dict(self, policy) -> dict[str, torch.Tensor]:
+        """``policy``'s whole model state on the main rank (a collective where weights are sharded)."""
+        return policy.model.state_dict()
 
     def backward(self, loss: torch.Tensor) -> None:
         loss.backward()
@@ -184,6 +192,25 @@ class Accelerated(SingleProcess):
                     stack.enter_context(self.accelerator.no_sync(module))
         return stack
 
+    def full_weights(self, policy):
+        """Under FSDP2, every shard group of ``policy``'s model gathered once, and kept whole, for
+        the no-grad passes in it: generation and the old log-probs.
+
+        Ranks play their own groups, so they run different numbers of those passes; a sharded
+        forward pass gathers its weights collectively, so ranks would wait on each other's
+        passes. Gathered up front (the same collectives on every rank), the passes are local, as
+        under DDP, at the cost of whole weights for the duration (verl's rollout does the same).
+        """
+        if not getattr(self.accelerator, "is_fsdp2", False):
+            return nullcontext()
+        return _fsdp2_gathered(policy.model, self.accelerator.state.fsdp_plugin.reshard_after_forward)
+
+    def full_state_dict(self, policy) -> dict[str, torch.Tensor]:
+        """Collective: accelerate's ``get_state_dict`` gathers sharded weights (to the CPU)."""
+        if not self.shards_state:
+            return policy.model.state_dict()
+        return self.accelerator.get_state_dict(policy.train_model or policy.model)
+
     def save_engine_state(self, folder) -> None:
         """Every prepared model and optimizer in the engine's sharded format (collective)."""
         self.accelerator.save_state(str(folder))
@@ -197,6 +224,23 @@ class Accelerated(SingleProcess):
     def clip_grad_norm(self, parameters: list, max_norm: float) -> float:
         norm = self.accelerator.clip_grad_norm_(parameters, max_norm)
         return float("nan") if norm is None else float(norm)  # DeepSpeed clips inside its step
+
+
+@contextmanager
+def _fsdp2_gathered(model: torch.nn.Module, reshard_after_forward: bool) -> Iterator[None]:
+    """Unshard every FSDP2 module of ``model`` and keep it whole until the context ends."""
+    from torch.distributed.fsdp import FSDPModule
+
+    modules = [module for module in model.modules() if isinstance(module, FSDPModule)]
+    for module in modules:
+        module.unshard()
+        module.set_reshard_after_forward(False, recurse=False)
+    try:
+        yield
+    finally:
+        for module in modules:
+            module.reshard()
+            module.set_reshard_after_forward(reshard_after_forward, recurse=False)
 
 
 def detect() -> SingleProcess:

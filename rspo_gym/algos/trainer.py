@@ -159,6 +159,11 @@ class Trainer:
         torch.manual_seed(self.config.seed)
         self.env_spec = env
         self.dist = detect()  # one process, or this rank of a launched job (algos/distributed.py)
+        if self.dist.shards_state and self.config.lora_r > 0:
+            raise UserError(
+                "a LoRA learner under FSDP / DeepSpeed is not supported: its trainable state is small, so "
+                "run it under DDP (accelerate launch without an FSDP or DeepSpeed config), or set lora_r=0"
+            )
         self.groups = self.dist.groups(self.config.num_groups)  # the task groups this rank plays
         self.venv, self.env_factory = make_vector_env(
             env,
@@ -236,7 +241,8 @@ class Trainer:
             self._collect_deadline = None if deadline is None or self.dist.world_size > 1 else deadline - reserve
             progress.phase(it, "collecting")
             try:
-                rollout = self.collect(it)
+                with self.dist.full_weights(self.policy):
+                    rollout = self.collect(it)
             except CollectionDeadline:
                 progress.say(f"time budget reached while collecting iteration {it + 1}: its partial rollout is "
                              f"dropped and training stops after {it} iterations")
@@ -275,9 +281,7 @@ class Trainer:
                     self.save_checkpoint()
                 break
         progress.close()
-        if self.dist.is_main:
-            with quiet_third_party_progress():
-                self._save_results()
+        self._save_results()
         self.dist.barrier()
         return self.history
 
@@ -375,7 +379,8 @@ class Trainer:
         """Advantages for a rollout and the policy update on it."""
         view = self.reward_view(rollout, self.reward_kind(it))
         batch = to_batch(rollout.rows, self.policy.pad_token_id, self.policy.device)
-        old_logprobs, old_values = self.old_policy_outputs(self.policy, batch)
+        with self.dist.full_weights(self.policy):
+            old_logprobs, old_values = self.old_policy_outputs(self.policy, batch)
         estimate = self.estimate(view, batch, old_values)
         metrics = self.update(self.policy, self.optimizer, batch, estimate, it, old_values=old_values, old_logprobs=old_logprobs)
         total, rows = self.dist.sum([float(view.episode.sum()), len(view.episode)])
@@ -555,7 +560,8 @@ class Trainer:
             reset = {"task_ids": [ids[i] for i in share]}
         config = self.collect_config(0, evaluation=True)
         seeds = [_seed(c.eval_seed, i, m) for i in share for m in range(venv.group_size)]
-        rollout = collect(self.policy, venv, config, **reset, row_seeds=seeds)
+        with self.dist.full_weights(self.policy):
+            rollout = collect(self.policy, venv, config, **reset, row_seeds=seeds)
         self._last_eval_s = time.perf_counter() - started
         return self.rollout_metrics(self.gathered(rollout), prefix="eval")
 
@@ -607,12 +613,17 @@ class Trainer:
     def _save_results(self) -> None:
         """The run's end products: ``policy/`` (Hugging Face format: ``from_pretrained`` and
         ``rspo-gym eval --model`` load it; a LoRA learner's merged into its base, with the adapter
-        itself in peft's format in ``adapter/``) and ``learning_curve.png``."""
+        itself in peft's format in ``adapter/``) and ``learning_curve.png``, written by the main
+        rank (sharded weights are gathered first, by every rank)."""
         from rspo_gym.plotting import plot_learning_curve
 
-        self.policy.save(self.output_dir / "policy", merged=True)
-        if self.policy.adapter is not None:
-            self.policy.save(self.output_dir / "adapter")
+        weights = self.dist.full_state_dict(self.policy) if self.dist.shards_state else None
+        if not self.dist.is_main:
+            return
+        with quiet_third_party_progress():
+            self.policy.save(self.output_dir / "policy", merged=True, weights=weights)
+            if self.policy.adapter is not None:
+                self.policy.save(self.output_dir / "adapter")
         if not self.history:
             return
         title = f"{self.algo} on {self.env_id or 'a custom env'} ({self.model_name or 'given policy'})"

@@ -417,16 +417,22 @@ class LLMPolicy:
         other.adapters_off = adapters_off
         return other
 
-    def save(self, path: str | Path, *, merged: bool = False, max_shard_size: str = "5GB") -> None:
+    def save(self, path: str | Path, *, merged: bool = False, max_shard_size: str = "5GB", weights: dict | None = None) -> None:
         """Weights and tokenizer in Hugging Face format (+ ``value_head.pt``), sharded safetensors.
 
         A LoRA policy saves its adapter in peft's format (``adapter_config.json`` +
         ``adapter_model.safetensors``, loadable onto the base); ``merged=True`` writes the base with
-        the adapter folded in instead, a plain model ``AutoModelForCausalLM`` loads.
+        the adapter folded in instead, a plain model ``AutoModelForCausalLM`` loads. ``weights``:
+        the model's whole state gathered from a sharding engine (FSDP), written instead of the
+        module's own (sharded) tensors.
         """
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        if self.adapter is not None and not merged:
+        if weights is not None:
+            if self.adapter is not None:
+                raise ValueError("gathered weights are saved for a fully fine-tuned model only, not a LoRA adapter")
+            self.model.save_pretrained(path, state_dict=weights, max_shard_size=max_shard_size)
+        elif self.adapter is not None and not merged:
             self.model.save_pretrained(path, selected_adapters=[self.adapter])
         else:
             save_merged(self.model, path, self.adapter, max_shard_size=max_shard_size)

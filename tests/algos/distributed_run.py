@@ -4,7 +4,8 @@
 trains the random tiny model in fp32 on CPU (gloo) with the settings of ``SETTINGS``, writes each
 rank's final weights to ``OUT/weights-rank<r>.pt`` and, with ``KILL_AFTER``, SIGKILLs rank 0 after
 that iteration's checkpoint (the launcher then ends the other ranks). With ``RSPO=1`` in the
-environment it trains RSPO-GRPO with a full-copy explorer instead (``RSPO_SETTINGS``).
+environment it trains RSPO-GRPO with a full-copy explorer instead (``RSPO_SETTINGS``); with
+``FSDP=1`` the engine is FSDP2 (one shard group per decoder layer) instead of DDP.
 """
 
 import os
@@ -19,13 +20,36 @@ SETTINGS = dict(
 RSPO_SETTINGS = dict(base="grpo", swap="explorer", explorer_group_size=1, explorer_sync_every=2)
 
 
-def main(out: str, iterations: int, kill_after: int | None, rspo: bool = False) -> None:
+def fsdp2_on_cpu() -> None:
+    """Make accelerate's state FSDP2 on a CPU job before the trainer builds its ``Accelerator``.
+
+    accelerate turns any CPU job into plain multi-CPU DDP, whatever its FSDP settings; torch's
+    FSDP2 (``fully_shard`` over gloo) itself runs on CPU, so the test sets the shared state as a
+    GPU job would have it and the trainer's ``Accelerator`` (same shared state) shards with FSDP2.
+    """
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState, PartialState
+    from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
+
+    plugin = FullyShardedDataParallelPlugin(
+        fsdp_version=2, auto_wrap_policy="transformer_based_wrap", transformer_cls_names_to_wrap=["Qwen2DecoderLayer"],
+        state_dict_type="SHARDED_STATE_DICT", reshard_after_forward=True,
+    )
+    Accelerator(cpu=True, fsdp_plugin=plugin)
+    state = AcceleratorState()
+    state.distributed_type, state.fsdp_plugin = DistributedType.FSDP, plugin
+    PartialState().distributed_type = DistributedType.FSDP  # what a GPU job's state records (accelerate copies it back)
+
+
+def main(out: str, iterations: int, kill_after: int | None, rspo: bool = False, fsdp: bool = False) -> None:
     import torch
 
     import rspo_gym  # noqa: F401
     from rspo_gym.algos import GRPOTrainer, RSPOTrainer
 
     torch.set_num_threads(1)
+    if fsdp:
+        fsdp2_on_cpu()
     if rspo:
         trainer = RSPOTrainer("rspo/ALFWorld-v0", "tiny-untrained", output_dir=out, **SETTINGS, **RSPO_SETTINGS)
     else:
@@ -36,9 +60,9 @@ def main(out: str, iterations: int, kill_after: int | None, rspo: bool = False) 
             os.kill(os.getpid(), signal.SIGKILL)
 
     trainer.learn(iterations, callback=stop, resume=True)
-    weights = {k: v.detach().clone() for k, v in trainer.policy.model.state_dict().items()}
+    weights = {k: v.detach().clone() for k, v in trainer.dist.full_state_dict(trainer.policy).items()}
     torch.save(weights, os.path.join(out, f"weights-rank{trainer.dist.rank}.pt"))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else None, os.environ.get("RSPO") == "1")
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else None, os.environ.get("RSPO") == "1", os.environ.get("FSDP") == "1")

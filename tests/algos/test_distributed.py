@@ -31,11 +31,13 @@ TORCHRUN = shutil.which("torchrun")
 needs_torchrun = pytest.mark.skipif(TORCHRUN is None, reason="torchrun is not installed")
 
 
-def _launch(out: Path, iterations: int, kill_after: int | None = None, ranks: int = 2, rspo: bool = False) -> subprocess.CompletedProcess:
+def _launch(
+    out: Path, iterations: int, kill_after: int | None = None, ranks: int = 2, rspo: bool = False, fsdp: bool = False,
+) -> subprocess.CompletedProcess:
     args = [TORCHRUN, "--standalone", f"--nproc_per_node={ranks}", str(SCRIPT), str(out), str(iterations)]
     if kill_after is not None:
         args.append(str(kill_after))
-    env = {**os.environ, "PYTHONPATH": str(SCRIPT.parents[2]), "HF_HUB_OFFLINE": "1", "RSPO": "1" if rspo else "0"}
+    env = {**os.environ, "PYTHONPATH": str(SCRIPT.parents[2]), "HF_HUB_OFFLINE": "1", "RSPO": "1" if rspo else "0", "FSDP": "1" if fsdp else "0"}
     return subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
 
 
@@ -124,6 +126,27 @@ def test_rspo_explorer_under_two_ranks_trains_like_one_process(tmp_path):
     assert _max_difference(torch.load(tmp_path / "two" / "weights-rank1.pt"), single) < 1e-5
 
 
+@pytest.mark.slow
+@needs_torchrun
+def test_fsdp2_two_ranks_train_like_one_process_and_resume_after_sigkill(tmp_path):
+    # FSDP2 over gloo, one shard group per decoder layer: generation and old log-probs run on
+    # weights gathered once per phase, the update on shards; rank 0 is SIGKILLed after iteration 2
+    killed = _launch(tmp_path / "fsdp", 3, kill_after=2, fsdp=True)
+    assert killed.returncode != 0
+    assert (tmp_path / "fsdp" / "checkpoint_engine").is_dir()  # accelerate's sharded state, not checkpoint.pt's
+    resumed = _launch(tmp_path / "fsdp", 3, fsdp=True)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    run_script(str(tmp_path / "one"), 3, None)
+    rows = _rows(tmp_path / "fsdp" / "metrics.jsonl")
+    assert [row["iteration"] for row in rows] == [1, 2, 3]
+    for row, expected in zip(rows, _rows(tmp_path / "one" / "metrics.jsonl"), strict=True):
+        _close(row, expected)
+    gathered = torch.load(tmp_path / "fsdp" / "weights-rank0.pt")  # the main rank's gathered state
+    assert _max_difference(gathered, torch.load(tmp_path / "one" / "weights-rank0.pt")) < 1e-5
+    exported = (tmp_path / "fsdp" / "policy" / "model.safetensors")
+    assert exported.is_file()  # the whole model, gathered for the export
+
+
 def test_rollouts_do_not_depend_on_how_groups_are_split():
     from rspo_gym.rollout.collector import collect
 
@@ -162,3 +185,16 @@ def test_bad_env_pool_settings_get_clear_errors():
         GRPOTrainer("rspo/ALFWorld-v0", "tiny-untrained", env_pool="threads", progress=False)
     with pytest.raises(ValueError, match="env_workers must be a positive integer"):
         GRPOTrainer("rspo/ALFWorld-v0", "tiny-untrained", env_pool="processes", env_workers=0, progress=False)
+
+
+def test_a_lora_learner_under_a_sharding_engine_is_refused_before_any_work(monkeypatch):
+    from rspo_gym.algos import trainer as trainer_module
+    from rspo_gym.errors import UserError
+
+    class Sharded(SingleProcess):
+        shards_state = True
+
+    monkeypatch.setattr(trainer_module, "detect", Sharded)
+    with pytest.raises(UserError, match="LoRA learner under FSDP / DeepSpeed is not supported"):
+        GRPOTrainer("rspo/ALFWorld-v0", "tiny-untrained", lora_r=4, progress=False)
+    assert GRPOTrainer("rspo/ALFWorld-v0", "tiny-untrained", progress=False).dist.shards_state
