@@ -5,7 +5,9 @@ trains the random tiny model in fp32 on CPU (gloo) with the settings of ``SETTIN
 rank's final weights to ``OUT/weights-rank<r>.pt`` and, with ``KILL_AFTER``, SIGKILLs rank 0 after
 that iteration's checkpoint (the launcher then ends the other ranks). With ``RSPO=1`` in the
 environment it trains RSPO-GRPO with a full-copy explorer instead (``RSPO_SETTINGS``); with
-``FSDP=1`` the engine is FSDP2 (one shard group per decoder layer) instead of DDP.
+``FSDP=1`` the engine is FSDP2 (one shard group per decoder layer) instead of DDP; with
+``UNEVEN=1`` the ranks play unequal shares (``UNEVEN_SETTINGS``: 3 groups on 2 ranks) and score
+old log-probs, so they run different numbers of no-grad forward passes.
 """
 
 import os
@@ -16,6 +18,8 @@ SETTINGS = dict(
     num_groups=4, group_size=2, max_turns=3, mini_batch_size=64, micro_batch_size=3, eval_every=0,
     checkpoint_every=1, precision="fp32", learning_rate=1e-3, progress=False, seed=11, kl_coef=0.0,
 )
+
+UNEVEN_SETTINGS = dict(num_groups=3, recompute_old_logprobs=True)
 
 RSPO_SETTINGS = dict(base="grpo", swap="explorer", explorer_group_size=1, explorer_sync_every=2)
 
@@ -41,7 +45,7 @@ def fsdp2_on_cpu() -> None:
     PartialState().distributed_type = DistributedType.FSDP  # what a GPU job's state records (accelerate copies it back)
 
 
-def main(out: str, iterations: int, kill_after: int | None, rspo: bool = False, fsdp: bool = False) -> None:
+def main(out: str, iterations: int, kill_after: int | None, rspo: bool = False, fsdp: bool = False, uneven: bool = False) -> None:
     import torch
 
     import rspo_gym  # noqa: F401
@@ -50,10 +54,11 @@ def main(out: str, iterations: int, kill_after: int | None, rspo: bool = False, 
     torch.set_num_threads(1)
     if fsdp:
         fsdp2_on_cpu()
+    settings = {**SETTINGS, **(UNEVEN_SETTINGS if uneven else {})}
     if rspo:
-        trainer = RSPOTrainer("rspo/ALFWorld-v0", "tiny-untrained", output_dir=out, **SETTINGS, **RSPO_SETTINGS)
+        trainer = RSPOTrainer("rspo/ALFWorld-v0", "tiny-untrained", output_dir=out, **settings, **RSPO_SETTINGS)
     else:
-        trainer = GRPOTrainer("rspo/ALFWorld-v0", "tiny-untrained", output_dir=out, **SETTINGS)
+        trainer = GRPOTrainer("rspo/ALFWorld-v0", "tiny-untrained", output_dir=out, **settings)
 
     def stop(trainer, metrics):
         if kill_after is not None and metrics["iteration"] == kill_after and trainer.dist.is_main:
@@ -65,4 +70,4 @@ def main(out: str, iterations: int, kill_after: int | None, rspo: bool = False, 
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else None, os.environ.get("RSPO") == "1", os.environ.get("FSDP") == "1")
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else None, os.environ.get("RSPO") == "1", os.environ.get("FSDP") == "1", os.environ.get("UNEVEN") == "1")

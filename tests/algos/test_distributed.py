@@ -33,11 +33,12 @@ needs_torchrun = pytest.mark.skipif(TORCHRUN is None, reason="torchrun is not in
 
 def _launch(
     out: Path, iterations: int, kill_after: int | None = None, ranks: int = 2, rspo: bool = False, fsdp: bool = False,
+    uneven: bool = False,
 ) -> subprocess.CompletedProcess:
     args = [TORCHRUN, "--standalone", f"--nproc_per_node={ranks}", str(SCRIPT), str(out), str(iterations)]
     if kill_after is not None:
         args.append(str(kill_after))
-    env = {**os.environ, "PYTHONPATH": str(SCRIPT.parents[2]), "HF_HUB_OFFLINE": "1", "RSPO": "1" if rspo else "0", "FSDP": "1" if fsdp else "0"}
+    env = {**os.environ, "PYTHONPATH": str(SCRIPT.parents[2]), "HF_HUB_OFFLINE": "1", "RSPO": "1" if rspo else "0", "FSDP": "1" if fsdp else "0", "UNEVEN": "1" if uneven else "0"}
     return subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
 
 
@@ -129,14 +130,15 @@ def test_rspo_explorer_under_two_ranks_trains_like_one_process(tmp_path):
 @pytest.mark.slow
 @needs_torchrun
 def test_fsdp2_two_ranks_train_like_one_process_and_resume_after_sigkill(tmp_path):
-    # FSDP2 over gloo, one shard group per decoder layer: generation and old log-probs run on
-    # weights gathered once per phase, the update on shards; rank 0 is SIGKILLed after iteration 2
-    killed = _launch(tmp_path / "fsdp", 3, kill_after=2, fsdp=True)
+    # FSDP2 over gloo, one shard group per decoder layer, ranks with 1 and 2 groups (so 2 and 4
+    # old-log-prob passes): generation and old log-probs run on weights gathered once per phase,
+    # the update on shards; rank 0 is SIGKILLed after iteration 2
+    killed = _launch(tmp_path / "fsdp", 3, kill_after=2, fsdp=True, uneven=True)
     assert killed.returncode != 0
     assert (tmp_path / "fsdp" / "checkpoint_engine").is_dir()  # accelerate's sharded state, not checkpoint.pt's
-    resumed = _launch(tmp_path / "fsdp", 3, fsdp=True)
+    resumed = _launch(tmp_path / "fsdp", 3, fsdp=True, uneven=True)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    run_script(str(tmp_path / "one"), 3, None)
+    run_script(str(tmp_path / "one"), 3, None, uneven=True)
     rows = _rows(tmp_path / "fsdp" / "metrics.jsonl")
     assert [row["iteration"] for row in rows] == [1, 2, 3]
     for row, expected in zip(rows, _rows(tmp_path / "one" / "metrics.jsonl"), strict=True):
