@@ -32,7 +32,8 @@ class TrainingProgress:
     """
 
     def __init__(self, enabled: bool, description: str, iterations: int, done: int, budget_s: float | None,
-                 refresh_s: float = 1.0):
+                 refresh_s: float = 1.0, speaks: bool = True):
+        self.speaks = speaks  # False on every rank of a launched job but the main one
         self.iterations = iterations
         self.budget_s = budget_s
         self.started = time.perf_counter()
@@ -79,7 +80,9 @@ class TrainingProgress:
         self.phase(iteration, f"done, success {success:.2f}")
 
     def say(self, text: str) -> None:
-        """A message line that stays (above the bar when there is one)."""
+        """A message line that stays (above the bar when there is one); silent unless ``speaks``."""
+        if not self.speaks:
+            return
         if self.bar is not None:
             self.bar.write(text)
         else:

@@ -233,7 +233,10 @@ class Trainer:
                 f"the run is at iteration {self.iteration}; learn() counts iterations from its start: "
                 f"ask for at least {self.iteration}, not {total}"
             )
-        progress = TrainingProgress(self.config.progress and self.dist.is_main, f"{self.algo} {self.env_id or ''}".strip(), total, self.iteration, time_budget_s)
+        progress = TrainingProgress(
+            self.config.progress and self.dist.is_main, f"{self.algo} {self.env_id or ''}".strip(), total, self.iteration,
+            time_budget_s, speaks=self.dist.is_main,
+        )
         for it in range(self.iteration, total):
             start = time.perf_counter()
             reserve = self._last_eval_s if self.config.eval_every > 0 else 0.0

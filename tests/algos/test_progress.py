@@ -54,3 +54,9 @@ def test_third_party_bars_are_silenced_and_restored():
     with quiet_third_party_progress():
         assert not hf_logging.is_progress_bar_enabled()
     assert hf_logging.is_progress_bar_enabled()
+
+
+def test_ranks_but_the_main_one_say_nothing(capsys):
+    other_rank = TrainingProgress(False, "grpo", iterations=3, done=0, budget_s=None, speaks=False)
+    other_rank.say("time budget: stopping")
+    assert capsys.readouterr().out == ""
