@@ -64,7 +64,9 @@ RESUMABLE_FIELDS = frozenset({
 })
 
 #: What makes a folder a run's: a fresh run over one needs ``overwrite``, which removes these.
-RUN_RECORD = ("config.json", "metrics.jsonl", "metrics.csv", "checkpoint.pt", "checkpoint.pt.tmp", "tensorboard")
+RUN_RECORD = (
+    "config.json", "metrics.jsonl", "metrics.csv", "checkpoint.pt", "checkpoint.pt.tmp", "checkpoint_engine", "tensorboard",
+)
 
 
 def run_identity(trainer: Any) -> dict[str, Any]:

@@ -25,7 +25,9 @@ import copy
 import csv
 import json
 import os
+import shutil
 import time
+import uuid
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -82,7 +84,8 @@ def _seed(*parts: int) -> int:
 
 
 def _engine_folder(checkpoint: Path) -> Path:
-    """Where a sharded engine's state lives beside ``checkpoint.pt``: ``checkpoint_engine/``."""
+    """Where a sharded engine's states live beside ``checkpoint.pt``: ``checkpoint_engine/``, one
+    sub-folder per save, named in the checkpoint that goes with it."""
     return checkpoint.with_name(checkpoint.stem + "_engine")
 
 
@@ -670,13 +673,20 @@ class Trainer:
         It records the run it belongs to and a sha256 of its bytes (``algos/checkpoints.py``)."""
         path = Path(path) if path is not None else self._require_output_dir() / "checkpoint.pt"
         state = self.state()
+        engine = _engine_folder(path)
         if self.dist.shards_state:  # FSDP / DeepSpeed: weights and optimizer sharded, in the engine's format
-            self.dist.save_engine_state(_engine_folder(path))
+            # a fresh folder per save: a kill before checkpoint.pt names it leaves the previous pair intact
+            state["engine_state"] = self.dist.gather([f"iteration-{self.iteration:06d}-{uuid.uuid4().hex[:8]}"])[0]
+            self.dist.save_engine_state(engine / state["engine_state"])
             del state["policy"], state["optimizer"]
         identity = run_identity(self)
         self.dist.barrier()  # ranks hold the same weights after the update: rank 0 writes them
         if self.dist.is_main:
             write_checkpoint(path, state, identity)
+            if "engine_state" in state:  # the states no checkpoint names any more
+                for stale in engine.iterdir():
+                    if stale.name != state["engine_state"]:
+                        shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
         self.dist.barrier()
         return path
 
@@ -684,8 +694,8 @@ class Trainer:
         """Continue from ``path``; refused in one line (``UserError``) when it is damaged or belongs
         to another run (another trainer, model or state-shaping config field)."""
         state = read_checkpoint(path, expected=run_identity(self))
-        if "policy" not in state:  # written under FSDP / DeepSpeed
-            self.dist.load_engine_state(_engine_folder(Path(path)))
+        if "policy" not in state:  # written under FSDP / DeepSpeed (before per-save folders: the folder itself)
+            self.dist.load_engine_state(_engine_folder(Path(path)) / state.get("engine_state", ""))
         self.load_state(state)  # copied onto the device by load_state
 
     def _require_output_dir(self) -> Path:

@@ -135,7 +135,9 @@ def test_fsdp2_two_ranks_train_like_one_process_and_resume_after_sigkill(tmp_pat
     # the update on shards; rank 0 is SIGKILLed after iteration 2
     killed = _launch(tmp_path / "fsdp", 3, kill_after=2, fsdp=True, uneven=True)
     assert killed.returncode != 0
-    assert (tmp_path / "fsdp" / "checkpoint_engine").is_dir()  # accelerate's sharded state, not checkpoint.pt's
+    # accelerate's sharded state, one folder per save, the latest kept: the one checkpoint.pt names
+    saved = [folder.name for folder in (tmp_path / "fsdp" / "checkpoint_engine").iterdir()]
+    assert len(saved) == 1 and saved[0].startswith("iteration-000002-")
     resumed = _launch(tmp_path / "fsdp", 3, fsdp=True, uneven=True)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     run_script(str(tmp_path / "one"), 3, None, uneven=True)
