@@ -88,8 +88,8 @@ class TrainerConfig:
     """Further ``vllm.LLM`` arguments (e.g. ``kv_cache_memory_bytes``, ``max_model_len``)."""
     recompute_old_logprobs: bool | None = None
     """Recompute the behaviour log-probs with the learner before the update, so PPO ratios start
-    from one numerics (verl does); None: on with ``vllm``, whose kernels differ from the learner's,
-    off with ``hf``, whose recorded log-probs already are the learner's."""
+    from one numerics (verl does); None: on with ``vllm`` and ``vllm-server``, whose kernels differ
+    from the learner's, off with ``hf``, whose recorded log-probs already are the learner's."""
     vllm_server_url: str | None = None
     """Base URL of the ``vllm serve`` that ``vllm-server`` generates on, e.g.
     ``http://10.0.0.2:8000`` (required for that backend)."""

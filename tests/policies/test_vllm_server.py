@@ -117,6 +117,27 @@ def test_a_shared_server_generates_each_backends_own_weights(tiny, server):
     assert len(transport.sent) == 3  # explorer, learner, explorer: one push per switch
 
 
+@pytest.mark.parametrize("sender", [True, False])
+def test_under_a_launcher_every_rank_pushes_in_sync_weights_then_waits(tiny, server, sender):
+    """Ranks share one server: the push happens where every rank is (after the update), rank 0
+    alone pauses and resumes the server, and the barrier keeps the others from generating early."""
+    model, tokenizer = tiny
+    transport = CopyTransport(server)
+    transport.is_sender = sender
+    waits = []
+    backend = VLLMServerBackend(model, tokenizer, server.url, transport=transport, barrier=lambda: waits.append(len(transport.sent)))
+    assert len(transport.sent) == 1 and waits == [1]  # the start's push, at construction
+    backend.generate(PROMPTS[:1], SAMPLING)
+    backend.sync_weights()
+    assert len(transport.sent) == 2 and waits == [1, 2]
+    backend.generate(PROMPTS[:1], SAMPLING)
+    assert len(transport.sent) == 2
+    pauses = ["/pause", "/resume", "/v1/completions", "/pause", "/resume", "/v1/completions"]
+    assert server.routes()[2:] == (pauses if sender else ["/v1/completions", "/v1/completions"])
+    with pytest.raises(UserError, match="cannot share one vLLM server between several ranks"):
+        backend.sharing(model)
+
+
 def test_weight_routes_carry_vllms_bodies(server):
     client = VLLMServerClient(server.url)
     init = {"master_address": "10.0.0.1", "master_port": 29500, "rank_offset": 1, "world_size": 2, "packed": True}
