@@ -15,7 +15,7 @@ import torch
 from rspo_gym.errors import UserError
 from rspo_gym.policies.generation import GenerationConfig
 from rspo_gym.policies.models import load_model
-from rspo_gym.policies.vllm_server import VLLMServerBackend, VLLMServerClient
+from rspo_gym.policies.vllm_server import VLLMServerBackend, VLLMServerClient, routable_address
 from tests.policies.fake_vllm_server import CopyTransport, FakeVLLMServer
 
 PROMPTS = [[5, 6, 7, 8], [9, 10], [5, 6, 7, 8]]
@@ -154,6 +154,11 @@ def test_weight_routes_carry_vllms_bodies(server):
         ("POST", "/finish_weight_update", {}),
         ("POST", "/finish_weight_update", {"weight_version": "7"}),
     ]
+
+
+def test_the_nccl_rendezvous_address_is_on_the_route_to_the_server():
+    assert routable_address("http://127.0.0.1:8000") == "127.0.0.1"
+    assert routable_address("http://localhost:8000") == "127.0.0.1"
 
 
 def test_without_a_transport_sync_weights_refuses(tiny, server):
