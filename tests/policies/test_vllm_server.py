@@ -334,6 +334,26 @@ def test_grpo_iteration_generates_on_the_server_and_syncs_the_update(copy_transp
         assert server.completions_while_paused == 0
 
 
+def test_a_lora_learner_sends_its_merged_weights_under_the_base_names(copy_transport):
+    import rspo_gym  # noqa: F401
+    from rspo_gym.algos import GRPOTrainer
+    from rspo_gym.policies.adapters import merged_weights
+
+    with served_clone() as server:
+        trainer = GRPOTrainer("rspo/ALFWorld-v0", vllm_server_url=server.url, lora_r=4, **TRAINER_SETTINGS)
+        trainer.learn(1)
+        trainer.collect(1)
+        (transport,) = copy_transport
+        merged = dict(merged_weights(trainer.policy.model, trainer.policy.adapter))
+        base = trainer.policy.model.get_base_model()
+        assert set(transport.sent[-1]) == set(server.model.state_dict()) == set(merged)
+        frozen = {n.replace(".base_layer.", "."): t for n, t in base.state_dict().items() if "lora_" not in n}
+        folded = [name for name in merged if not torch.equal(merged[name], frozen[name])]
+        assert folded and all(name.endswith("proj.weight") for name in folded)  # W + ΔW of the LoRA layers only
+        for name, tensor in merged.items():
+            assert torch.equal(server.model.state_dict()[name], tensor), name
+
+
 def test_rspo_explorer_shares_the_server(copy_transport):
     import rspo_gym  # noqa: F401
     from rspo_gym.algos import RSPOTrainer
