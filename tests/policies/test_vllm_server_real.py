@@ -8,7 +8,8 @@ model is the 2-layer Qwen2 of test_vllm_backend.py with its word-level tokenizer
 temporary folder, so nothing is downloaded. On a CPU start-up takes ~30 s.
 
 Checked: the sampled ids decode, their log-probs are the transformers model's teacher-forced
-``log_softmax(logits / T)``, row seeds reproduce, the server's own error messages come through,
+``log_softmax(logits / T)``, row seeds reproduce, the ids are those colocated vLLM samples for the
+same seeds, the server's own error messages come through,
 and the RL routes the weight sync drives answer. The NCCL weight push needs GPUs on both sides
 (vLLM's workers fail with "Cannot access accelerator device" on a CPU), so that test runs only
 where CUDA is available.
@@ -34,7 +35,7 @@ import torch  # noqa: E402
 from rspo_gym.errors import UserError  # noqa: E402
 from rspo_gym.policies.generation import GenerationConfig  # noqa: E402
 from rspo_gym.policies.vllm_server import NCCLWeightTransport, VLLMServerBackend, VLLMServerClient  # noqa: E402
-from tests.policies.test_vllm_backend import PROMPTS, TOLERANCE, max_logprob_gap, perturb, tiny_model  # noqa: E402
+from tests.policies.test_vllm_backend import PROMPTS, TOLERANCE, make_backend, max_logprob_gap, perturb, tiny_model  # noqa: E402
 
 SAMPLING = GenerationConfig(max_new_tokens=12, temperature=0.7, top_p=1.0, seed=3)
 START_TIMEOUT_S = 300
@@ -102,6 +103,22 @@ def test_logprobs_are_the_teacher_forced_tempered_ones(served):
         for prompt, ids in zip(PROMPTS, greedy.response_ids):
             logits = model(torch.tensor([prompt + ids])).logits[0, len(prompt) - 1:-1]
             assert logits.argmax(-1).tolist() == ids
+
+
+def test_the_server_samples_what_colocated_vllm_samples_for_the_same_seeds(served, monkeypatch):
+    """The same rollouts whichever vLLM backend generates: per-request seeds, same kernels."""
+    url, model, tokenizer = served
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    colocated = make_backend(model, tokenizer)
+    try:
+        server = VLLMServerBackend(model, tokenizer, url)
+        for config in (SAMPLING, GenerationConfig(max_new_tokens=12, temperature=1.0, row_seeds=(5, 6, 7, 8))):
+            ours, theirs = server.generate(PROMPTS, config), colocated.generate(PROMPTS, config)
+            assert ours.response_ids == theirs.response_ids
+            gap = max(abs(a - b) for x, y in zip(ours.logprobs, theirs.logprobs) for a, b in zip(x, y))
+            assert gap < TOLERANCE
+    finally:
+        colocated.shutdown()
 
 
 def test_the_servers_errors_come_through_in_one_line(served):
