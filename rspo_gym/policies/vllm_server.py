@@ -76,6 +76,11 @@ class VLLMServerClient:
     Also vLLM's ``VLLMWeightSyncClient`` (the four weight-update routes, a structural protocol),
     which its trainer-side engines drive; vLLM's own HTTP client would drop the server's error
     message (``raise_for_status``).
+
+    >>> VLLMServerClient("http://127.0.0.1:9", timeout=5).request("GET", "/v1/models")
+    Traceback (most recent call last):
+    ...
+    rspo_gym.errors.UserError: cannot reach the vLLM server at http://127.0.0.1:9 ([Errno 111] Connection refused); is `vllm serve` running there?
     """
 
     def __init__(self, url: str, timeout: float = 600.0):
@@ -145,7 +150,11 @@ class WeightTransport(Protocol):
 
 def routable_address(url: str) -> str:
     """This machine's address on the route to the server at ``url``: where its workers find the
-    NCCL rendezvous (a UDP ``connect`` picks the interface and sends nothing)."""
+    NCCL rendezvous (a UDP ``connect`` picks the interface and sends nothing).
+
+    >>> routable_address("http://127.0.0.1:8000")
+    '127.0.0.1'
+    """
     host = urllib.parse.urlsplit(url).hostname or "127.0.0.1"
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
         try:
@@ -181,7 +190,8 @@ class NCCLWeightTransport:
         class LatestWeights(WeightSource):
             """The weights handed to the last ``send`` (vLLM replays its source every round)."""
 
-            weights: list[tuple[str, Any]] = []
+            def __init__(self) -> None:
+                self.weights: list[tuple[str, Any]] = []
 
             def metadata(self) -> list:
                 return [ParamMeta(name, tensor.dtype, tuple(tensor.shape)) for name, tensor in self.weights]

@@ -281,28 +281,25 @@ def test_constrained_decoding_is_refused(tiny, server):
 
 
 # ------------------------------------------------------------------------------------ trainers
-@pytest.fixture
-def copy_transport(monkeypatch):
-    """The trainer's NCCL transport replaced by ``CopyTransport`` into the fake server."""
-    made: list[CopyTransport] = []
-
-    def transport(client, **_):
-        made.append(CopyTransport(SERVERS[client.url]))
-        return made[-1]
-
-    monkeypatch.setattr("rspo_gym.policies.vllm_server.NCCLWeightTransport", transport)
-    return made
-
-
-SERVERS: dict[str, FakeVLLMServer] = {}
-
-
-def served_clone():
+def served_clone() -> FakeVLLMServer:
     """A fake server on the tiny ALFWorld clone's architecture, with other (random) weights."""
     model, _ = load_model("tiny-untrained", device="cpu", seed=3)
-    server = FakeVLLMServer(model)
-    SERVERS[server.url] = server
-    return server
+    return FakeVLLMServer(model)
+
+
+@pytest.fixture
+def clone_server(monkeypatch):
+    """``(server, transports)``: a ``served_clone`` and the copy transports into it that
+    trainers build in place of the NCCL transport."""
+    made: list[CopyTransport] = []
+    with served_clone() as server:
+        def transport(client, **_):
+            assert client.url == server.url
+            made.append(CopyTransport(server))
+            return made[-1]
+
+        monkeypatch.setattr("rspo_gym.policies.vllm_server.NCCLWeightTransport", transport)
+        yield server, made
 
 
 TRAINER_SETTINGS = dict(
@@ -311,68 +308,68 @@ TRAINER_SETTINGS = dict(
 )
 
 
-def test_grpo_iteration_generates_on_the_server_and_syncs_the_update(copy_transport):
+def test_grpo_iteration_generates_on_the_server_and_syncs_the_update(clone_server):
     import rspo_gym  # noqa: F401
     from rspo_gym.algos import GRPOTrainer
 
-    with served_clone() as server:
-        trainer = GRPOTrainer("rspo/ALFWorld-v0", vllm_server_url=server.url, **TRAINER_SETTINGS)
-        assert trainer.recompute_old_logprobs
-        (transport,) = copy_transport
-        before = {k: v.clone() for k, v in trainer.policy.model.state_dict().items()}
-        trainer.learn(1)
-        assert transport.sent and all(torch.equal(before[k], v) for k, v in transport.sent[0].items())  # first push: the start
-        rollouts = len(server.bodies("/v1/completions"))
-        assert rollouts >= 2 and server.routes()[2:4] == ["/pause", "/resume"]
-        after = trainer.policy.model.state_dict()
-        assert any(not torch.equal(before[k], v) for k, v in after.items()), "the update changed nothing"
-        trainer.collect(1)  # the next generation pushes the updated weights first
-        assert len(transport.sent) == 2 and transport.paused_during_send == [True, True]
-        assert server.routes()[2 + 2 + rollouts:][:2] == ["/pause", "/resume"]
-        for name, tensor in after.items():
-            assert torch.equal(server.model.state_dict()[name], tensor), name
-        assert server.completions_while_paused == 0
+    server, transports = clone_server
+    trainer = GRPOTrainer("rspo/ALFWorld-v0", vllm_server_url=server.url, **TRAINER_SETTINGS)
+    assert trainer.recompute_old_logprobs
+    (transport,) = transports
+    before = {k: v.clone() for k, v in trainer.policy.model.state_dict().items()}
+    trainer.learn(1)
+    assert transport.sent and all(torch.equal(before[k], v) for k, v in transport.sent[0].items())  # first push: the start
+    rollouts = len(server.bodies("/v1/completions"))
+    assert rollouts >= 2 and server.routes()[2:4] == ["/pause", "/resume"]
+    after = trainer.policy.model.state_dict()
+    assert any(not torch.equal(before[k], v) for k, v in after.items()), "the update changed nothing"
+    trainer.collect(1)  # the next generation pushes the updated weights first
+    assert len(transport.sent) == 2 and transport.paused_during_send == [True, True]
+    assert server.routes()[2 + 2 + rollouts:][:2] == ["/pause", "/resume"]
+    for name, tensor in after.items():
+        assert torch.equal(server.model.state_dict()[name], tensor), name
+    assert server.completions_while_paused == 0
 
 
-def test_a_lora_learner_sends_its_merged_weights_under_the_base_names(copy_transport):
+def test_a_lora_learner_sends_its_merged_weights_under_the_base_names(clone_server):
     import rspo_gym  # noqa: F401
     from rspo_gym.algos import GRPOTrainer
     from rspo_gym.policies.adapters import merged_weights
 
-    with served_clone() as server:
-        trainer = GRPOTrainer("rspo/ALFWorld-v0", vllm_server_url=server.url, lora_r=4, **TRAINER_SETTINGS)
-        trainer.learn(1)
-        trainer.collect(1)
-        (transport,) = copy_transport
-        merged = dict(merged_weights(trainer.policy.model, trainer.policy.adapter))
-        base = trainer.policy.model.get_base_model()
-        assert set(transport.sent[-1]) == set(server.model.state_dict()) == set(merged)
-        frozen = {n.replace(".base_layer.", "."): t for n, t in base.state_dict().items() if "lora_" not in n}
-        folded = [name for name in merged if not torch.equal(merged[name], frozen[name])]
-        assert folded and all(name.endswith("proj.weight") for name in folded)  # W + ΔW of the LoRA layers only
-        for name, tensor in merged.items():
-            assert torch.equal(server.model.state_dict()[name], tensor), name
+    server, transports = clone_server
+    trainer = GRPOTrainer("rspo/ALFWorld-v0", vllm_server_url=server.url, lora_r=4, **TRAINER_SETTINGS)
+    trainer.learn(1)
+    trainer.collect(1)
+    (transport,) = transports
+    merged = dict(merged_weights(trainer.policy.model, trainer.policy.adapter))
+    base = trainer.policy.model.get_base_model()
+    assert set(transport.sent[-1]) == set(server.model.state_dict()) == set(merged)
+    frozen = {n.replace(".base_layer.", "."): t for n, t in base.state_dict().items() if "lora_" not in n}
+    folded = [name for name in merged if not torch.equal(merged[name], frozen[name])]
+    assert folded and all(name.endswith("proj.weight") for name in folded)  # W + ΔW of the LoRA layers only
+    for name, tensor in merged.items():
+        assert torch.equal(server.model.state_dict()[name], tensor), name
 
 
-def test_rspo_explorer_shares_the_server(copy_transport):
+def test_rspo_explorer_shares_the_server(clone_server):
     import rspo_gym  # noqa: F401
     from rspo_gym.algos import RSPOTrainer
 
-    with served_clone() as server:
-        trainer = RSPOTrainer("rspo/ALFWorld-v0", vllm_server_url=server.url, base="grpo", explorer_group_size=1,
-                              vllm_server_timeout=60.0, **TRAINER_SETTINGS)
-        assert trainer.explorer.backend._server is trainer.policy.backend._server
-        snapshot = lambda policy: {k: v.clone() for k, v in policy.model.state_dict().items()}  # noqa: E731
-        pushed = [snapshot(trainer.policy), snapshot(trainer.explorer)]
-        history = trainer.learn(1)
-        assert "explorer/success" in history[-1]
-        trainer.collect(1)  # learner and explorer generate again, each with its updated weights
-        pushed += [snapshot(trainer.policy), snapshot(trainer.explorer)]
-        assert not all(torch.equal(pushed[1][k], v) for k, v in pushed[3].items()), "the explorer's update changed nothing"
-        (transport,) = copy_transport
-        assert len(transport.sent) == 4  # learner, explorer, learner, explorer: one push per switch
-        for sent, weights in zip(transport.sent, pushed):
-            assert all(torch.equal(sent[k], v) for k, v in weights.items())
+    server, transports = clone_server
+    trainer = RSPOTrainer("rspo/ALFWorld-v0", vllm_server_url=server.url, base="grpo", explorer_group_size=1,
+                          vllm_server_timeout=60.0, **TRAINER_SETTINGS)
+    assert trainer.explorer.backend._server is trainer.policy.backend._server
+    snapshot = lambda policy: {k: v.clone() for k, v in policy.model.state_dict().items()}  # noqa: E731
+    pushed = [snapshot(trainer.policy), snapshot(trainer.explorer)]
+    history = trainer.learn(1)
+    assert "explorer/success" in history[-1]
+    trainer.collect(1)  # learner and explorer generate again, each with its updated weights
+    pushed += [snapshot(trainer.policy), snapshot(trainer.explorer)]
+    assert not all(torch.equal(pushed[1][k], v) for k, v in pushed[3].items()), "the explorer's update changed nothing"
+    (transport,) = transports
+    assert len(transport.sent) == 4  # learner, explorer, learner, explorer: one push per switch
+    for sent, weights in zip(transport.sent, pushed):
+        assert all(torch.equal(sent[k], v) for k, v in weights.items())
 
 
 def test_training_refuses_a_server_without_weight_sync():
