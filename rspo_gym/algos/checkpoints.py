@@ -61,6 +61,7 @@ RESUMABLE_FIELDS = frozenset({
     "micro_batch_size", "max_tokens_per_micro_batch", "gradient_checkpointing", "ref_offload",
     "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode", "vllm_tensor_parallel_size",
     "env_pool", "env_workers", "report_to",
+    "vllm_server_url", "vllm_server_model", "vllm_server_timeout", "vllm_weight_sync_host", "vllm_weight_sync_port",
 })
 
 #: What makes a folder a run's: a fresh run over one needs ``overwrite``, which removes these.

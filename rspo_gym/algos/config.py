@@ -73,9 +73,11 @@ class TrainerConfig:
 
     # -- generation engine
     generation_backend: str = "hf"
-    """``hf`` (transformers, in the trainer's process, constrained decoding) or ``vllm``: a vLLM
+    """``hf`` (transformers, in the trainer's process, constrained decoding), ``vllm``: a vLLM
     engine colocated with the learner, weights pushed from memory after each update, the explorer
-    on the same engine (needs the ``[vllm]`` extra and ``constrained=False``)."""
+    on the same engine (needs the ``[vllm]`` extra and ``constrained=False``), or ``vllm-server``:
+    a running ``vllm serve`` at ``vllm_server_url``, on other GPUs, weights pushed over NCCL
+    after each update (``constrained=False``; docs/scaling.md)."""
     vllm_gpu_memory_utilization: float = 0.4
     """Share of the GPU vLLM reserves for weights and KV cache (the learner needs the rest)."""
     vllm_enable_sleep_mode: bool | None = None
@@ -86,8 +88,26 @@ class TrainerConfig:
     """Further ``vllm.LLM`` arguments (e.g. ``kv_cache_memory_bytes``, ``max_model_len``)."""
     recompute_old_logprobs: bool | None = None
     """Recompute the behaviour log-probs with the learner before the update, so PPO ratios start
-    from one numerics (verl does); None: on with ``vllm``, whose kernels differ from the learner's,
-    off with ``hf``, whose recorded log-probs already are the learner's."""
+    from one numerics (verl does); None: on with ``vllm`` and ``vllm-server``, whose kernels differ
+    from the learner's, off with ``hf``, whose recorded log-probs already are the learner's."""
+    vllm_server_url: str | None = None
+    """Base URL of the ``vllm serve`` that ``vllm-server`` generates on, e.g.
+    ``http://10.0.0.2:8000`` (required for that backend)."""
+    vllm_server_model: str | None = None
+    """The served model name requests ask for; None: the only model the server lists."""
+    vllm_server_timeout: float = 600.0
+    """Seconds to wait for one answer of the server (a generation request, a weight update)."""
+    vllm_weight_sync: str = "nccl"
+    """How ``vllm-server`` gets the learner's weights: ``nccl`` (vLLM's NCCL transfer engine,
+    after every update; the server runs with ``VLLM_SERVER_DEV_MODE=1`` and
+    ``--weight-transfer-config '{"backend": "nccl"}'``) or ``none``: the server keeps the weights
+    it was launched with, for evaluation only (training refuses it: rollouts would come from a
+    policy that never changes)."""
+    vllm_weight_sync_host: str | None = None
+    """This trainer's (rank 0's) address that the server's workers reach for the NCCL rendezvous;
+    None: the address of this machine's interface on the route to the server."""
+    vllm_weight_sync_port: int | None = None
+    """Port of that rendezvous on the trainer; None: a free one."""
 
     # -- reward
     reward: str | None = None

@@ -230,6 +230,9 @@ class Trainer:
         total = positive_int("iterations", self.config.iterations if iterations is None else iterations)
         if resume and self.output_dir is None:
             raise UserError("resume=True needs output_dir: without one, learn() starts a new run folder")
+        if self.config.generation_backend == "vllm-server" and self.config.vllm_weight_sync == "none":
+            raise UserError("vllm_weight_sync='none' leaves the server generating with its launch weights: "
+                            "training needs vllm_weight_sync='nccl' ('none' is for evaluate())")
         self._open_run(resume=resume, overwrite=overwrite)
         if total < self.iteration:
             raise UserError(
@@ -397,9 +400,9 @@ class Trainer:
 
     @property
     def recompute_old_logprobs(self) -> bool:
-        """Whether the learner recomputes behaviour log-probs (the config's, else on with vLLM)."""
+        """Whether the learner recomputes behaviour log-probs (the config's, else on with vLLM, colocated or served)."""
         c = self.config
-        return c.recompute_old_logprobs if c.recompute_old_logprobs is not None else c.generation_backend == "vllm"
+        return c.recompute_old_logprobs if c.recompute_old_logprobs is not None else c.generation_backend != "hf"
 
     def old_policy_outputs(self, policy, batch: TrainingBatch) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """The PPO "old" log-probs (None: the recorded behaviour ones) and, for a critic, old values.
@@ -732,7 +735,7 @@ class Trainer:
                     stacklevel=3,
                 )
             model.autocast_dtype = torch.bfloat16 if self.precision == "bf16-mixed" else None
-            if self.config.generation_backend == "vllm" and isinstance(model.backend, HFBackend):
+            if self.config.generation_backend != "hf" and isinstance(model.backend, HFBackend):
                 model.backend = self._generation_backend(model.model, model.tokenizer)
             if self.config.lora_r > 0 and model.adapter is None:
                 model.add_lora(**self.lora_options())
@@ -760,7 +763,8 @@ class Trainer:
         return {"r": c.lora_r, "alpha": c.lora_alpha, "dropout": c.lora_dropout, "target_modules": c.lora_target_modules}
 
     def _generation_backend(self, model, tokenizer):
-        """None (the policy's own ``HFBackend``) or a vLLM engine colocated in this process.
+        """None (the policy's own ``HFBackend``), a vLLM engine colocated in this process, or a
+        vLLM server's client (``policies/vllm_server.py``).
 
         The engine runs in the trainer's process (TRL's colocate mode), so weight pushes pass
         tensors by reference; a user who set ``VLLM_ENABLE_V1_MULTIPROCESSING`` keeps their choice.
@@ -769,6 +773,10 @@ class Trainer:
         c = self.config
         if c.generation_backend == "hf":
             return None
+        if c.generation_backend == "vllm-server":
+            from rspo_gym.policies.vllm_server import server_backend
+
+            return server_backend(model, tokenizer, c, rank=self.dist.rank, world_size=self.dist.world_size, barrier=self.dist.barrier)
         from rspo_gym.policies.vllm_backend import VLLMBackend
 
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")

@@ -38,7 +38,8 @@ __all__ = [
 
 #: Allowed values of the fields with a fixed set of choices.
 CHOICES: dict[str, tuple[str, ...]] = {
-    "generation_backend": ("hf", "vllm"),
+    "generation_backend": ("hf", "vllm", "vllm-server"),
+    "vllm_weight_sync": ("nccl", "none"),
     "reward": ("outcome", "score", "dense"),
     "invalid_penalty_on": ("format", "format_or_env"),
     "dense_outcome": ("outcome", "score"),
@@ -117,6 +118,15 @@ def _mapping(value: Any) -> str | None:
     return None if isinstance(value, dict) and all(isinstance(k, str) for k in value) else "a JSON object (keyword arguments)"
 
 
+def _url(value: Any) -> str | None:
+    ok = isinstance(value, str) and value.startswith(("http://", "https://")) and len(value.split("://", 1)[1]) > 0
+    return None if ok else "an http:// or https:// URL"
+
+
+def _port(value: Any) -> str | None:
+    return None if _is_int(value) and 1 <= value <= 65535 else "a port number (1-65535)"
+
+
 def _task_ids(value: Any) -> str | None:
     ok = isinstance(value, list) and value and all(_is_int(v) and v >= 0 for v in value)
     return None if ok else "a non-empty list of task ids (integers >= 0)"
@@ -161,6 +171,12 @@ RULES: dict[str, Rule] = {
     "vllm_tensor_parallel_size": _int(1),
     "vllm_kwargs": _mapping,
     "recompute_old_logprobs": _optional(_bool),
+    "vllm_server_url": _optional(_url),
+    "vllm_server_model": _optional(_text),
+    "vllm_server_timeout": _number(0, low_open=True),
+    "vllm_weight_sync": _choice("vllm_weight_sync"),
+    "vllm_weight_sync_host": _optional(_text),
+    "vllm_weight_sync_port": _optional(_port),
     # reward
     "reward": _optional(_choice("reward")),
     "success_reward": _number(),
@@ -250,11 +266,13 @@ def validate_config(config: Any) -> None:
 
 
 def _check_across_fields(config: Any) -> None:
-    if config.generation_backend == "vllm" and config.constrained:
+    if config.generation_backend in ("vllm", "vllm-server") and config.constrained:
         raise UserError(
-            "constrained decoding is HF-only: set constrained=False with generation_backend='vllm' "
+            f"constrained decoding is HF-only: set constrained=False with generation_backend={config.generation_backend!r} "
             "(real instruction models write <think>/<action> replies; think=True asks for them)"
         )
+    if config.generation_backend == "vllm-server" and config.vllm_server_url is None:
+        raise UserError("generation_backend='vllm-server' needs vllm_server_url, the server's base URL (e.g. http://10.0.0.2:8000)")
     if getattr(config, "base", None) is not None and config.reward == "dense":
         raise UserError("RSPO's learner optimises the outcome: use reward='outcome' or 'score' (the explorer uses dense)")
 

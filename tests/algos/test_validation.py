@@ -33,6 +33,13 @@ NONSENSE = [
     ("swap", "magic", "one of explorer, rank, anneal"),
     ("replay_age", 0, "a positive integer"),
     ("checkpoint_every", -1, "a non-negative integer"),
+    ("generation_backend", "sglang", "one of hf, vllm, vllm-server"),
+    ("vllm_server_url", "10.0.0.2:8000", "an http:// or https:// URL or None"),
+    ("vllm_server_url", "http://", "an http:// or https:// URL or None"),
+    ("vllm_server_timeout", 0, "a number > 0"),
+    ("vllm_weight_sync", "gloo", "one of nccl, none"),
+    ("vllm_weight_sync_port", 70000, "a port number (1-65535) or None"),
+    ("vllm_weight_sync_host", "", "a non-empty string or None"),
 ]
 
 
@@ -86,3 +93,12 @@ def test_choices_agree_with_the_modules_that_implement_them():
     assert CHOICES["base"] == rspo.BASES and CHOICES["swap"] == rspo.SWAPS
     assert CHOICES["precision"] == trainer.PRECISIONS
     assert CHOICES["report_to"] == reporting.REPORT_TO
+
+
+def test_a_vllm_server_needs_its_url_and_free_replies():
+    with pytest.raises(UserError, match=r"^generation_backend='vllm-server' needs vllm_server_url, the server's base URL"):
+        TrainerConfig(generation_backend="vllm-server", constrained=False)
+    with pytest.raises(UserError, match=r"^constrained decoding is HF-only: set constrained=False with generation_backend='vllm-server'"):
+        TrainerConfig(generation_backend="vllm-server", vllm_server_url="http://10.0.0.2:8000")
+    config = TrainerConfig(generation_backend="vllm-server", vllm_server_url="http://10.0.0.2:8000", constrained=False)
+    assert (config.vllm_weight_sync, config.vllm_server_timeout) == ("nccl", 600.0)
