@@ -28,8 +28,11 @@ disk) into a folder no ``checkpoint.pt`` names yet; then ``checkpoint.pt.tmp`` i
 and renamed over ``checkpoint.pt`` (the one step that switches checkpoints), and the rename is
 flushed; only then are the other folders under ``checkpoint_tensors/`` removed: the previous
 checkpoint's, and those a killed save left (never read, since no ``checkpoint.pt`` names them).
-Each shard is hashed from the bytes being written, so the writer reads nothing back, and holds
-about one shard beyond the state.
+A shard is streamed tensor by tensor (``tensor_shards.shard_layout``: safetensors' format, read
+back with the safetensors library) and hashed as it is written, so the writer reads nothing back
+and holds no more than one tensor beyond the state (a copy only of one off the CPU or strided).
+Reading maps each verified shard (``safe_open``, copy-on-write): tensors are paged in from the
+file as they are used, so a resume holds the checkpoint's tensors once.
 
 Why ``metrics.jsonl`` is rewritten from the checkpoint rather than trimmed or reordered: the
 checkpoint's history is the record of every iteration up to it, so the rewrite is exact
@@ -41,17 +44,18 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import json
 import os
 import secrets
 import shutil
 import struct
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Iterable
 
 import torch
 
-from rspo_gym.algos.tensor_shards import join_state, plan_shards, shard_tensors, split_state
+from rspo_gym.algos.tensor_shards import join_state, plan_shards, shard_layout, split_state, tensor_data
 from rspo_gym.errors import UserError
 
 __all__ = [
@@ -216,7 +220,7 @@ def write_checkpoint(
     folder.mkdir(parents=True)
     try:
         shards = [
-            _write_shard(folder / f"tensors-{i:05d}-of-{len(plan):05d}.safetensors", shard_tensors(tensors, names))
+            _write_shard(folder / f"tensors-{i:05d}-of-{len(plan):05d}.safetensors", {name: tensors[name] for name in names})
             for i, names in enumerate(plan, 1)
         ]
         _fsync_dir(folder)
@@ -241,21 +245,22 @@ def write_checkpoint(
 
 
 def _write_shard(file: Path, tensors: dict[str, torch.Tensor]) -> dict[str, Any]:
-    """Write ``tensors`` as one safetensors file; its name, size and the sha256 of the bytes written."""
-    from safetensors.torch import save
-
-    data = save(tensors)
-    _write_synced(file, [data])
-    return {"file": file.name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    """Write ``tensors`` as one safetensors file, tensor by tensor; its name, size and sha256."""
+    header, order = shard_layout(tensors)
+    size, sha256 = _write_synced(file, itertools.chain([header], (tensor_data(tensors[name]) for name in order)))
+    return {"file": file.name, "bytes": size, "sha256": sha256}
 
 
-def _write_synced(file: Path, parts: list[bytes]) -> None:
-    """Write ``parts`` to ``file`` and flush them to disk."""
+def _write_synced(file: Path, parts: Iterable[bytes | memoryview]) -> tuple[int, str]:
+    """Write ``parts`` to ``file``, flush them to disk; their length and sha256, taken as written."""
+    digest = hashlib.sha256()
     with open(file, "wb") as f:
+        out = _HashingWriter(f, digest)
         for part in parts:
-            f.write(part)
+            out.write(part)
         f.flush()
         os.fsync(f.fileno())
+    return out.count, digest.hexdigest()
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -4,8 +4,8 @@
   its skeleton, in which every tensor is a reference to a name, and the tensors by name.
 - ``join_state``: the inverse: the skeleton with the tensors put back.
 - ``plan_shards``: the names grouped, in order, into shards of at most ``max_bytes`` of tensor data.
-- ``shard_tensors``: one shard's tensors as ``safetensors`` takes them: on the CPU, contiguous,
-  no two sharing memory.
+- ``shard_layout`` / ``tensor_data``: a shard's safetensors header and its tensors' bytes, in the
+  order a writer streams them.
 
 Pure functions: no files. ``algos/checkpoints.py`` writes the skeleton and the shards.
 
@@ -30,18 +30,22 @@ share memory (one a slice of another) are stored, and come back, as separate ten
 from __future__ import annotations
 
 import io
+import json
 import pickle
+import struct
 from typing import Any, Iterator
 
 import torch
 
-__all__ = ["STORABLE_DTYPES", "split_state", "join_state", "plan_shards", "shard_tensors", "tensor_bytes"]
+__all__ = ["STORABLE_DTYPES", "split_state", "join_state", "plan_shards", "shard_layout", "tensor_data", "tensor_bytes"]
 
-#: The dtypes every safetensors release since 0.3 stores (a tensor of another dtype stays in the pickle).
-STORABLE_DTYPES = frozenset({
-    torch.float64, torch.float32, torch.float16, torch.bfloat16,
-    torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
-})
+_SAFETENSORS_DTYPE = {
+    torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
+    torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8", torch.bool: "BOOL",
+}
+#: The dtypes every safetensors release since 0.3 reads (a tensor of another dtype stays in the pickle).
+STORABLE_DTYPES = frozenset(_SAFETENSORS_DTYPE)
+_HEADER_LENGTH = struct.Struct("<Q")
 
 _View = tuple  # (device, storage address, offset, shape, strides, dtype): equal for the same view
 
@@ -82,7 +86,7 @@ class _SkeletonPickler(pickle.Pickler):
 
     def __init__(self, file: io.BytesIO, names: dict[_View, str], taken: set[str]):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-        self.names, self.taken, self.tensors = names, taken, {}
+        self.names, self.taken, self.tensors, self.hidden = names, taken, {}, 0
 
     def persistent_id(self, obj: Any) -> tuple[str, bool] | None:
         if not isinstance(obj, torch.Tensor) or not _storable(obj):
@@ -90,7 +94,8 @@ class _SkeletonPickler(pickle.Pickler):
         view = _view(obj)
         name = self.names.get(view)
         if name is None:  # inside an object the path walk does not enter
-            name = self.names[view] = _unique(f"object/{len(self.tensors)}", self.taken)
+            name = self.names[view] = _unique(f"object/{self.hidden}", self.taken)
+            self.hidden += 1
         self.tensors.setdefault(name, obj)
         return name, obj.requires_grad
 
@@ -165,17 +170,33 @@ def plan_shards(tensors: dict[str, torch.Tensor], max_bytes: int) -> list[list[s
     return shards
 
 
-def shard_tensors(tensors: dict[str, torch.Tensor], names: list[str]) -> dict[str, torch.Tensor]:
-    """The tensors ``names`` as safetensors stores them: detached, on the CPU (a copy of this
-    shard only), contiguous, and copied where one shares memory with another of the shard."""
-    shard: dict[str, torch.Tensor] = {}
-    storages: set[int] = set()
-    for name in names:
-        tensor = tensors[name].detach().to("cpu").contiguous()
-        storage = tensor.untyped_storage().data_ptr()
-        if storage in storages and tensor.numel():
-            tensor = tensor.clone()
-            storage = tensor.untyped_storage().data_ptr()
-        storages.add(storage)
-        shard[name] = tensor
-    return shard
+def shard_layout(tensors: dict[str, torch.Tensor]) -> tuple[bytes, list[str]]:
+    """The safetensors header of a shard holding ``tensors`` and the order in which their bytes
+    follow it (``tensor_data``), so a shard is written tensor by tensor, never whole in memory.
+
+    The format is safetensors' own: an 8-byte little-endian length, a JSON header (dtype, shape
+    and data offsets per tensor), the data. The header is padded with spaces so the data starts
+    8-byte aligned, and tensors come largest elements first, so each one's offset is a multiple
+    of its element size (as the library lays them out, so a shard maps to aligned tensors).
+
+    >>> header, order = shard_layout({"step": torch.tensor(3, dtype=torch.int8), "w": torch.zeros(2, 3)})
+    >>> order, len(header) % 8, header[8:].decode().rstrip()
+    (['w', 'step'], 0, '{"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},"step":{"dtype":"I8","shape":[],"data_offsets":[24,25]}}')
+    """
+    order = sorted(tensors, key=lambda name: -tensors[name].element_size())  # stable: ties keep their order
+    header, offset = {}, 0
+    for name in order:
+        tensor = tensors[name]
+        size = tensor_bytes(tensor)
+        header[name] = {"dtype": _SAFETENSORS_DTYPE[tensor.dtype], "shape": list(tensor.shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return _HEADER_LENGTH.pack(len(text)) + text, order
+
+
+def tensor_data(tensor: torch.Tensor) -> memoryview:
+    """``tensor``'s elements as bytes in row-major order, for a shard: no copy of a contiguous
+    CPU tensor; a copy of this tensor alone when it is on another device or strided."""
+    flat = tensor.detach().to("cpu").contiguous().reshape(-1)
+    return memoryview(flat.view(torch.uint8).numpy())

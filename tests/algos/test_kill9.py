@@ -58,7 +58,7 @@ def dying_write(file, parts, write=checkpoints._write_synced):
         die()
     if point == "before_checkpoint_file" and file.suffix == ".tmp":
         die()
-    write(file, parts)
+    return write(file, [data])
 
 def arm():
     checkpoints._write_synced = dying_write
