@@ -128,7 +128,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         return {
             "seconds": seconds, "growth_bytes": rss.peak - rss.before, "anonymous_growth_bytes": rss.anonymous_peak - rss.anonymous_before,
             "files": len(files), "bytes": sum(f.stat().st_size for f in files), "checkpoint_pt_bytes": path.stat().st_size,
-            "tensor_bytes": sum(t.untyped_storage().nbytes() for t in {t.untyped_storage().data_ptr(): t for t in _tensors(state)}.values()),
+            "tensor_bytes": sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in _tensors(state)}.values()),
         }
     model, optimizer = build(args.shape, args.layers, args.seed + 1)  # the resumed trainer's own weights, then overwritten
     start = time.perf_counter()
@@ -186,7 +186,8 @@ def table(result: dict[str, Any]) -> str:
         f"{result['shape']}, {result['layers']} layers, AdamW state: {result['runs'][1]['write'][0]['tensor_bytes'] / gb:.2f} GB "
         f"of tensors; median of {result['repeats']} runs (load average {result['load_average'][0]:.1f} on {result['cpus']} CPUs)",
         "",
-        "| checkpoint | files | GB on disk | checkpoint.pt | write s | write peak RSS growth GB | resume s | resume peak RSS growth GB (anonymous) | exact |",
+        "| checkpoint | files | GB on disk | checkpoint.pt | write s | write peak RSS growth GB | resume s "
+        "| resume peak RSS growth GB (anonymous) | exact |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for fmt, name in FORMATS.items():

@@ -16,7 +16,7 @@ Layout of ``checkpoint.pt``: ``MAGIC``, the payload, the trailer (UTF-8 JSON: ``
 ``payload_bytes``, ``sha256``, ``identity``, and in format 2 ``tensors``: the shard folder and
 ``{file, bytes, sha256}`` per shard), the trailer's length (8 bytes, big endian).
 
-- Format 2 (written): the payload is the skeleton's pickle, a few kB for any model; the digest
+- Format 2 (written): the payload is the skeleton's pickle, kilobytes for any model; the digest
   covers it, the canonical JSON of the identity and that of ``tensors``, so a changed byte
   anywhere but in the digest itself is caught, and each shard is pinned by its own sha256.
 - Format 1 (read, and written with ``single_file=True``): the payload is ``torch.save`` of the
@@ -28,11 +28,11 @@ disk) into a folder no ``checkpoint.pt`` names yet; then ``checkpoint.pt.tmp`` i
 and renamed over ``checkpoint.pt`` (the one step that switches checkpoints), and the rename is
 flushed; only then are the other folders under ``checkpoint_tensors/`` removed: the previous
 checkpoint's, and those a killed save left (never read, since no ``checkpoint.pt`` names them).
-A shard is streamed tensor by tensor (``tensor_shards.shard_layout``: safetensors' format, read
-back with the safetensors library) and hashed as it is written, so the writer reads nothing back
-and holds no more than one tensor beyond the state (a copy only of one off the CPU or strided).
-Reading maps each verified shard (``safe_open``, copy-on-write): tensors are paged in from the
-file as they are used, so a resume holds the checkpoint's tensors once.
+A shard is streamed tensor by tensor in safetensors' file format (``tensor_shards.shard_layout``)
+and hashed as it is written, so the writer reads nothing back and holds no more than one tensor
+beyond the state (a copy of one off the CPU or strided). Reading maps each verified shard with
+the safetensors library (``safe_open``, copy-on-write): a tensor is paged in from the file when
+first used, so a resume holds the checkpoint's tensors once.
 
 Why ``metrics.jsonl`` is rewritten from the checkpoint rather than trimmed or reordered: the
 checkpoint's history is the record of every iteration up to it, so the rewrite is exact
@@ -42,6 +42,7 @@ checkpoint yet); the iterations after it are trained again, with the same seeds,
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import itertools
@@ -210,11 +211,15 @@ def write_checkpoint(
     wrote before format 2 (older versions read it)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    root = tensors_folder(path)
     if single_file:
-        return _write_single_file(path, state, identity)
+        _write_single_file(path, state, identity)
+        if root.is_dir():  # a sharded checkpoint's tensors, which nothing names any more
+            _fsync_dir(path.parent)
+            _remove_stale(root, keep="")
+        return path
     skeleton, tensors = split_state(state)
     plan = plan_shards(tensors, max_shard_size or MAX_SHARD_SIZE)
-    root = tensors_folder(path)
     tag = f"{label}-{secrets.token_hex(4)}" if label else secrets.token_hex(8)
     folder = root / tag
     folder.mkdir(parents=True)
@@ -283,10 +288,11 @@ def _remove_stale(root: Path, keep: str) -> None:
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)
         else:
-            entry.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                entry.unlink()
 
 
-def _write_single_file(path: Path, state: dict[str, Any], identity: dict[str, Any]) -> Path:
+def _write_single_file(path: Path, state: dict[str, Any], identity: dict[str, Any]) -> None:
     """Format 1: ``state`` whole (``torch.save``) in one file, temporary name + rename."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     digest = hashlib.sha256()
@@ -302,7 +308,6 @@ def _write_single_file(path: Path, state: dict[str, Any], identity: dict[str, An
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    return path
 
 
 def read_checkpoint(path: str | Path, expected: dict[str, Any] | None = None) -> dict[str, Any]:
