@@ -2,19 +2,37 @@
 
 - ``run_identity``: what a checkpoint belongs to: trainer class, algorithm, model, the policy's
   parameter names and shapes, and every config field but ``RESUMABLE_FIELDS``.
-- ``write_checkpoint`` / ``read_checkpoint``: one file, written to a temporary name and renamed
-  (a kill never leaves half a checkpoint), holding the trainer state (``torch.save``) and a
-  trailer with the identity and the sha256 of both. Reading checks the digest, then the identity,
-  before anything is loaded, and says in one line what is wrong.
+- ``write_checkpoint`` / ``read_checkpoint``: the trainer state in two parts. Its tensors go into
+  safetensors shards of at most ``MAX_SHARD_SIZE`` bytes in a fresh folder
+  ``checkpoint_tensors/<tag>/``; ``checkpoint.pt`` holds the rest (a pickle in which each tensor
+  is a name: ``algos/tensor_shards.py``), every shard's name, size and sha256, the run's identity
+  and a sha256 over all of it. Reading checks that digest, then the identity, then every shard's
+  size and sha256, before anything is loaded (to the CPU), and says in one line what is wrong.
 - ``claim_run_dir``: a fresh run refuses a folder that holds another run unless told to
   overwrite it (then that run's record is removed); a resume takes it as it is.
 - ``restore_metrics``: on resume, ``metrics.jsonl`` is rewritten from the checkpoint's history.
 
-File layout (format 1): ``MAGIC``, the ``torch.save`` payload, the trailer (UTF-8 JSON:
-``format``, ``payload_bytes``, ``sha256``, ``identity``), the trailer's length (8 bytes, big
-endian). The digest covers the payload and the canonical JSON of the identity, so a changed byte
-anywhere but in the digest itself is caught. ``torch.load`` reads the payload through a window on
-the file: nothing is held twice in memory, writing or reading.
+Layout of ``checkpoint.pt``: ``MAGIC``, the payload, the trailer (UTF-8 JSON: ``format``,
+``payload_bytes``, ``sha256``, ``identity``, and in format 2 ``tensors``: the shard folder and
+``{file, bytes, sha256}`` per shard), the trailer's length (8 bytes, big endian).
+
+- Format 2 (written): the payload is the skeleton's pickle, kilobytes for any model; the digest
+  covers it, the canonical JSON of the identity and that of ``tensors``, so a changed byte
+  anywhere but in the digest itself is caught, and each shard is pinned by its own sha256.
+- Format 1 (read, and written with ``single_file=True``): the payload is ``torch.save`` of the
+  whole state, tensors included; the digest covers it and the identity. ``torch.load`` reads it
+  through a window on the file: nothing is held twice in memory, writing or reading.
+
+Why a kill at any moment leaves one complete checkpoint: the shards are written (each flushed to
+disk) into a folder no ``checkpoint.pt`` names yet; then ``checkpoint.pt.tmp`` is written, flushed
+and renamed over ``checkpoint.pt`` (the one step that switches checkpoints), and the rename is
+flushed; only then are the other folders under ``checkpoint_tensors/`` removed: the previous
+checkpoint's, and those a killed save left (never read, since no ``checkpoint.pt`` names them).
+A shard is streamed tensor by tensor in safetensors' file format (``tensor_shards.shard_layout``)
+and hashed as it is written, so the writer reads nothing back and holds no more than one tensor
+beyond the state (a copy of one off the CPU or strided). Reading maps each verified shard with
+the safetensors library (``safe_open``, copy-on-write): a tensor is paged in from the file when
+first used, so a resume holds the checkpoint's tensors once.
 
 Why ``metrics.jsonl`` is rewritten from the checkpoint rather than trimmed or reordered: the
 checkpoint's history is the record of every iteration up to it, so the rewrite is exact
@@ -24,34 +42,47 @@ checkpoint yet); the iterations after it are trained again, with the same seeds,
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
+import itertools
 import json
 import os
+import secrets
 import shutil
 import struct
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Iterable
 
 import torch
 
+from rspo_gym.algos.tensor_shards import join_state, plan_shards, shard_layout, split_state, tensor_data
 from rspo_gym.errors import UserError
 
 __all__ = [
     "MAGIC",
+    "MAX_SHARD_SIZE",
     "RESUMABLE_FIELDS",
     "RUN_RECORD",
     "run_identity",
     "identity_mismatch",
     "write_checkpoint",
     "read_checkpoint",
+    "tensors_folder",
     "claim_run_dir",
     "restore_metrics",
 ]
 
 MAGIC = b"rspo-gym checkpoint\n"
-FORMAT = 1
+FORMAT = 2  # what write_checkpoint writes; read_checkpoint reads 1 and 2
+SINGLE_FILE_FORMAT = 1
 _LENGTH = struct.Struct(">Q")
+_CHUNK = 1 << 20
+_ADVICE = "resume from an intact copy, or start over (rspo-gym train --overwrite; learn(overwrite=True))"
+
+#: Most tensor bytes in one shard file. The writer holds one shard's bytes beyond the state, so
+#: this bounds its extra memory; a 7B model with AdamW state (~84 GB in float32) is ~42 files.
+MAX_SHARD_SIZE = 2_000_000_000
 
 #: Config fields a resumed run may change: how it is executed, measured or logged, not what it
 #: trains. Every other field (and the trainer, the model, the parameter shapes) must match.
@@ -66,7 +97,8 @@ RESUMABLE_FIELDS = frozenset({
 
 #: What makes a folder a run's: a fresh run over one needs ``overwrite``, which removes these.
 RUN_RECORD = (
-    "config.json", "metrics.jsonl", "metrics.csv", "checkpoint.pt", "checkpoint.pt.tmp", "checkpoint_engine", "tensorboard",
+    "config.json", "metrics.jsonl", "metrics.csv", "checkpoint.pt", "checkpoint.pt.tmp", "checkpoint_tensors",
+    "checkpoint_engine", "tensorboard",
 )
 
 
@@ -159,11 +191,111 @@ class _Window(io.RawIOBase):
         return len(data)
 
 
-def write_checkpoint(path: str | Path, state: dict[str, Any], identity: dict[str, Any]) -> Path:
-    """Write ``state`` with ``identity`` and their digest to ``path`` (temporary file + rename,
-    flushed to disk before the rename)."""
+def tensors_folder(path: str | Path) -> Path:
+    """Where the shards of checkpoint ``path`` live: ``checkpoint.pt`` -> ``checkpoint_tensors/``."""
+    path = Path(path)
+    return path.with_name(path.stem + "_tensors")
+
+
+def write_checkpoint(
+    path: str | Path,
+    state: dict[str, Any],
+    identity: dict[str, Any],
+    *,
+    max_shard_size: int | None = None,
+    label: str = "",
+    single_file: bool = False,
+) -> Path:
+    """Write ``state`` with ``identity`` to ``path`` and its tensors to shards of at most
+    ``max_shard_size`` bytes (default ``MAX_SHARD_SIZE``) in ``checkpoint_tensors/<label>-<random>/``
+    (format 2), in the order that keeps the previous checkpoint whole until the new one is.
+    ``single_file=True`` writes format 1 instead: one file, tensors in its pickle, as rspo-gym
+    wrote before format 2 (older versions read it)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    root = tensors_folder(path)
+    if single_file:
+        _write_single_file(path, state, identity)
+        if root.is_dir():  # a sharded checkpoint's tensors, which nothing names any more
+            _fsync_dir(path.parent)
+            _remove_stale(root, keep="")
+        return path
+    skeleton, tensors = split_state(state)
+    plan = plan_shards(tensors, max_shard_size or MAX_SHARD_SIZE)
+    tag = f"{label}-{secrets.token_hex(4)}" if label else secrets.token_hex(8)
+    folder = root / tag
+    folder.mkdir(parents=True)
+    try:
+        shards = [
+            _write_shard(folder / f"tensors-{i:05d}-of-{len(plan):05d}.safetensors", {name: tensors[name] for name in names})
+            for i, names in enumerate(plan, 1)
+        ]
+        _fsync_dir(folder)
+        _fsync_dir(root)
+        manifest = {"folder": f"{root.name}/{tag}", "shards": shards}
+        digest = hashlib.sha256(skeleton)
+        digest.update(_canonical(identity))
+        digest.update(_canonical(manifest))
+        trailer = json.dumps({
+            "format": FORMAT, "payload_bytes": len(skeleton), "sha256": digest.hexdigest(),
+            "identity": identity, "tensors": manifest,
+        }).encode()
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        _write_synced(tmp, [MAGIC, skeleton, trailer, _LENGTH.pack(len(trailer))])
+        os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)  # a save that fails (a full disk) leaves nothing behind
+        raise
+    _fsync_dir(path.parent)  # the rename is on disk before the previous checkpoint's shards go
+    _remove_stale(root, keep=tag)
+    return path
+
+
+def _write_shard(file: Path, tensors: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """Write ``tensors`` as one safetensors file, tensor by tensor; its name, size and sha256."""
+    header, order = shard_layout(tensors)
+    size, sha256 = _write_synced(file, itertools.chain([header], (tensor_data(tensors[name]) for name in order)))
+    return {"file": file.name, "bytes": size, "sha256": sha256}
+
+
+def _write_synced(file: Path, parts: Iterable[bytes | memoryview]) -> tuple[int, str]:
+    """Write ``parts`` to ``file``, flush them to disk; their length and sha256, taken as written."""
+    digest = hashlib.sha256()
+    with open(file, "wb") as f:
+        out = _HashingWriter(f, digest)
+        for part in parts:
+            out.write(part)
+        f.flush()
+        os.fsync(f.fileno())
+    return out.count, digest.hexdigest()
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Flush ``folder``'s entries (files made or renamed in it) to disk; POSIX only."""
+    if os.name != "posix":
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_stale(root: Path, keep: str) -> None:
+    """Remove everything under ``root`` but ``keep``: the previous checkpoint's shards and those
+    of killed saves. What cannot be removed now is tried again at the next save."""
+    for entry in root.iterdir():
+        if entry.name == keep:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                entry.unlink()
+
+
+def _write_single_file(path: Path, state: dict[str, Any], identity: dict[str, Any]) -> None:
+    """Format 1: ``state`` whole (``torch.save``) in one file, temporary name + rename."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     digest = hashlib.sha256()
     with open(tmp, "wb") as f:
@@ -172,61 +304,112 @@ def write_checkpoint(path: str | Path, state: dict[str, Any], identity: dict[str
         torch.save(state, payload)
         digest.update(_canonical(identity))
         trailer = json.dumps(
-            {"format": FORMAT, "payload_bytes": payload.count, "sha256": digest.hexdigest(), "identity": identity}
+            {"format": SINGLE_FILE_FORMAT, "payload_bytes": payload.count, "sha256": digest.hexdigest(), "identity": identity}
         ).encode()
         f.write(trailer + _LENGTH.pack(len(trailer)))
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    return path
 
 
 def read_checkpoint(path: str | Path, expected: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The state in ``path`` once its digest is right and (given ``expected``) its identity equals
-    ``expected``; else a one-line ``UserError`` saying what is wrong and what to do."""
+    """The state in ``path`` (format 1 or 2), its tensors on the CPU, once its digest and its
+    shards' are right and (given ``expected``) its identity equals ``expected``; else a one-line
+    ``UserError`` saying what is wrong and what to do."""
     path = Path(path)
-    damaged = f"{path} is damaged"
-    advice = "resume from an intact copy, or start over (rspo-gym train --overwrite; learn(overwrite=True))"
     try:
         with open(path, "rb") as f:
-            size = f.seek(0, io.SEEK_END)
-            f.seek(0)
-            head = f.read(len(MAGIC))
-            if head != MAGIC:
-                what = "written by an older rspo-gym, without identity or checksum" if head[:2] == b"PK" else "not an rspo-gym checkpoint"
-                raise UserError(f"{path} is {what}: {advice}")
-            if size < len(MAGIC) + _LENGTH.size:
-                raise UserError(f"{damaged} (cut short at {size} bytes): {advice}")
-            f.seek(size - _LENGTH.size)
-            (trailer_bytes,) = _LENGTH.unpack(f.read(_LENGTH.size))
-            start, end = len(MAGIC), size - _LENGTH.size - trailer_bytes
-            if end < start:
-                raise UserError(f"{damaged} (cut short, or its trailer is overwritten): {advice}")
-            try:
-                f.seek(end)
-                trailer = json.loads(f.read(trailer_bytes).decode())
-                payload_bytes, sha256, identity = trailer["payload_bytes"], trailer["sha256"], trailer["identity"]
-            except (ValueError, KeyError, TypeError, OverflowError):
-                raise UserError(f"{damaged} (its trailer is unreadable: cut short or overwritten): {advice}") from None
-            if trailer.get("format") != FORMAT or payload_bytes != end - start:
-                raise UserError(f"{damaged} (its length does not match its trailer): {advice}")
-            digest = hashlib.sha256()
-            f.seek(start)
-            for chunk in iter(lambda: f.read(min(1 << 20, end - f.tell())), b""):
-                digest.update(chunk)
-            digest.update(_canonical(identity))
-            if digest.hexdigest() != sha256:
-                raise UserError(f"{damaged} (sha256 mismatch: its bytes changed after it was written): {advice}")
+            trailer, start = _verified_trailer(f, path)
             if expected is not None:
-                different = identity_mismatch(identity, expected)
+                different = identity_mismatch(trailer["identity"], expected)
                 if different:
                     raise UserError(
                         f"{path} belongs to another run ({'; '.join(different)}): resume with the settings it was "
                         f"written with, or start over in this folder (rspo-gym train --overwrite; learn(overwrite=True))"
                     )
-            return torch.load(_Window(f, start, payload_bytes), map_location="cpu", weights_only=False)
+            if trailer["format"] == SINGLE_FILE_FORMAT:
+                return torch.load(_Window(f, start, trailer["payload_bytes"]), map_location="cpu", weights_only=False)
+            f.seek(start)
+            skeleton = f.read(trailer["payload_bytes"])
+        tensors = _read_shards(path, trailer["tensors"])
     except OSError as err:
-        raise UserError(f"cannot read {path}: {err.strerror or err}") from err
+        raise UserError(f"cannot read {err.filename or path}: {err.strerror or err}") from err
+    try:
+        return join_state(skeleton, tensors)
+    except ValueError as err:
+        raise UserError(f"{path} is damaged ({err}): {_ADVICE}") from None
+
+
+def _verified_trailer(f: BinaryIO, path: Path) -> tuple[dict[str, Any], int]:
+    """The trailer of the open checkpoint ``f`` and where its payload starts, once the payload's
+    length and the digest are right."""
+    damaged = f"{path} is damaged"
+    size = f.seek(0, io.SEEK_END)
+    f.seek(0)
+    head = f.read(len(MAGIC))
+    if head != MAGIC:
+        what = "written by an older rspo-gym, without identity or checksum" if head[:2] == b"PK" else "not an rspo-gym checkpoint"
+        raise UserError(f"{path} is {what}: {_ADVICE}")
+    if size < len(MAGIC) + _LENGTH.size:
+        raise UserError(f"{damaged} (cut short at {size} bytes): {_ADVICE}")
+    f.seek(size - _LENGTH.size)
+    (trailer_bytes,) = _LENGTH.unpack(f.read(_LENGTH.size))
+    start, end = len(MAGIC), size - _LENGTH.size - trailer_bytes
+    if end < start:
+        raise UserError(f"{damaged} (cut short, or its trailer is overwritten): {_ADVICE}")
+    try:
+        f.seek(end)
+        trailer = json.loads(f.read(trailer_bytes).decode())
+        payload_bytes, sha256, identity, fmt = trailer["payload_bytes"], trailer["sha256"], trailer["identity"], trailer["format"]
+        tensors = trailer["tensors"] if fmt == FORMAT else None  # the shard list, under the digest
+    except (ValueError, KeyError, TypeError, OverflowError):
+        raise UserError(f"{damaged} (its trailer is unreadable: cut short or overwritten): {_ADVICE}") from None
+    if fmt not in (SINGLE_FILE_FORMAT, FORMAT):
+        raise UserError(f"{path} has checkpoint format {fmt!r}, unknown to this rspo-gym (written by a newer one, or damaged): "
+                        f"upgrade rspo-gym, or start over (rspo-gym train --overwrite; learn(overwrite=True))")
+    if payload_bytes != end - start:
+        raise UserError(f"{damaged} (its length does not match its trailer): {_ADVICE}")
+    digest = hashlib.sha256()
+    f.seek(start)
+    for chunk in iter(lambda: f.read(min(_CHUNK, end - f.tell())), b""):
+        digest.update(chunk)
+    digest.update(_canonical(identity))
+    if tensors is not None:
+        digest.update(_canonical(tensors))
+    if digest.hexdigest() != sha256:
+        raise UserError(f"{damaged} (sha256 mismatch: its bytes changed after it was written): {_ADVICE}")
+    return trailer, start
+
+
+def _read_shards(path: Path, manifest: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """The tensors of checkpoint ``path``, loaded to the CPU once every shard's size and sha256
+    (read in chunks) are those its trailer lists."""
+    from safetensors import safe_open
+
+    files = [(path.parent / manifest["folder"] / shard["file"], shard) for shard in manifest["shards"]]
+    for file, shard in files:
+        _verify_shard(file, shard, path)
+    tensors: dict[str, torch.Tensor] = {}
+    for file, _ in files:
+        with safe_open(str(file), framework="pt", device="cpu") as f:
+            for name in f.keys():
+                tensors[name] = f.get_tensor(name)
+    return tensors
+
+
+def _verify_shard(file: Path, shard: dict[str, Any], path: Path) -> None:
+    if not file.is_file():
+        raise UserError(f"{file} is missing (it holds tensors of {path}): {_ADVICE}")
+    size, expected = file.stat().st_size, shard["bytes"]
+    if size != expected:
+        change = "cut short at" if size < expected else "grown to"
+        raise UserError(f"{file} is damaged ({change} {size} bytes of {expected}): {_ADVICE}")
+    digest = hashlib.sha256()
+    with open(file, "rb") as f:
+        for chunk in iter(lambda: f.read(_CHUNK), b""):
+            digest.update(chunk)
+    if digest.hexdigest() != shard["sha256"]:
+        raise UserError(f"{file} is damaged (sha256 mismatch: its bytes changed after it was written): {_ADVICE}")
 
 
 def claim_run_dir(out: Path, *, resume: bool, overwrite: bool) -> None:

@@ -672,8 +672,9 @@ class Trainer:
             self.optimizer.load_state_dict(state["optimizer"])
 
     def save_checkpoint(self, path: str | Path | None = None) -> Path:
-        """Write ``checkpoint.pt`` atomically (temp file + rename): a crash never leaves half a file.
-        It records the run it belongs to and a sha256 of its bytes (``algos/checkpoints.py``)."""
+        """Write ``checkpoint.pt`` and its tensor shards (``checkpoint_tensors/``) so that a crash
+        leaves the previous checkpoint or this one, never half of one. It records the run it
+        belongs to and the sha256 of every byte (``algos/checkpoints.py``)."""
         path = Path(path) if path is not None else self._require_output_dir() / "checkpoint.pt"
         state = self.state()
         engine = _engine_folder(path)
@@ -685,7 +686,7 @@ class Trainer:
         identity = run_identity(self)
         self.dist.barrier()  # ranks hold the same weights after the update: rank 0 writes them
         if self.dist.is_main:
-            write_checkpoint(path, state, identity)
+            write_checkpoint(path, state, identity, label=f"iteration-{self.iteration}")
             if "engine_state" in state:  # the states no checkpoint names any more
                 for stale in engine.iterdir():
                     if stale.name != state["engine_state"]:
