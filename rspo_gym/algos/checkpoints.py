@@ -70,6 +70,7 @@ __all__ = [
     "read_checkpoint",
     "tensors_folder",
     "claim_run_dir",
+    "remove_stale",
     "restore_metrics",
 ]
 
@@ -218,7 +219,7 @@ def write_checkpoint(
         _write_single_file(path, state, identity)
         if root.is_dir():  # a sharded checkpoint's tensors, which nothing names any more
             _fsync_dir(path.parent)
-            _remove_stale(root, keep="")
+            remove_stale(root, keep="")
         return path
     skeleton, tensors = split_state(state)
     plan = plan_shards(tensors, max_shard_size or MAX_SHARD_SIZE)
@@ -247,7 +248,7 @@ def write_checkpoint(
         shutil.rmtree(folder, ignore_errors=True)  # a save that fails (a full disk) leaves nothing behind
         raise
     _fsync_dir(path.parent)  # the rename is on disk before the previous checkpoint's shards go
-    _remove_stale(root, keep=tag)
+    remove_stale(root, keep=tag)
     return path
 
 
@@ -281,9 +282,9 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def _remove_stale(root: Path, keep: str) -> None:
-    """Remove everything under ``root`` but ``keep``: the previous checkpoint's shards and those
-    of killed saves. What cannot be removed now is tried again at the next save."""
+def remove_stale(root: Path, keep: str) -> None:
+    """Remove everything under ``root`` but ``keep``: the previous checkpoint's shards (or engine
+    state) and those of killed saves. What cannot be removed now is tried again at the next save."""
     for entry in root.iterdir():
         if entry.name == keep:
             continue

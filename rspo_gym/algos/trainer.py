@@ -25,7 +25,6 @@ import copy
 import csv
 import json
 import os
-import shutil
 import time
 import uuid
 import warnings
@@ -36,7 +35,9 @@ from typing import Any, Callable, Hashable
 import numpy as np
 import torch
 
-from rspo_gym.algos.checkpoints import claim_run_dir, read_checkpoint, restore_metrics, run_identity, write_checkpoint
+from rspo_gym.algos.checkpoints import (
+    claim_run_dir, read_checkpoint, remove_stale, restore_metrics, run_identity, write_checkpoint,
+)
 from rspo_gym.algos.config import TrainerConfig, save_config
 from rspo_gym.algos.defaults import resolve_config, resolve_model
 from rspo_gym.algos.distributed import detect, group_share
@@ -688,9 +689,7 @@ class Trainer:
         if self.dist.is_main:
             write_checkpoint(path, state, identity, label=f"iteration-{self.iteration}")
             if "engine_state" in state:  # the states no checkpoint names any more
-                for stale in engine.iterdir():
-                    if stale.name != state["engine_state"]:
-                        shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
+                remove_stale(engine, keep=state["engine_state"])
         self.dist.barrier()
         return path
 
