@@ -7,7 +7,7 @@ The main job of the suite, end to end on an embedded default with no downloads:
    minutes), or, with ``warm_start=True``, build ``tiny`` and clone the expert here;
 2. train RSPO (base GRPO by default) on a small fixed set of generated training tasks;
 3. evaluate on held-out tasks before RL and every few iterations, within a time budget;
-4. write ``metrics.csv`` / ``metrics.jsonl``, ``config.json``, ``checkpoint.pt``, the trained
+4. write ``metrics.csv`` / ``metrics.jsonl``, ``config.json``, ``checkpoint.pt`` (+ ``checkpoint_tensors/``), the trained
    ``policy/``, ``learning_curve.png`` and ``summary.md`` to the output folder.
 
 For ALFWorld the task set is one task type (default ``pick_and_place_simple``): training tasks from
@@ -172,7 +172,7 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, A
     (out / "summary.md").write_text(_markdown(summary), encoding="utf-8")
     trainer.close()
     print(_markdown(summary))
-    written = ("metrics.csv", "learning_curve.png", "summary.md", "config.json", "checkpoint.pt", "policy/")
+    written = ("metrics.csv", "learning_curve.png", "summary.md", "config.json", "checkpoint.pt", "checkpoint_tensors/", "policy/")
     print(f"results in {out}/ ({', '.join(name for name in written if (out / name).exists())})")
     return summary
 
