@@ -33,7 +33,7 @@ a CPU, so ``--shape qwen2.5-0.5b`` (hidden 896) also times the two vocabularies 
 width, where the transformer's own layers weigh as they do in training.
 
     python benchmarks/rollout_speed.py --vocab-compare --threads 1
-    python benchmarks/rollout_speed.py --vocab-compare --threads 1 --shape qwen2.5-0.5b --layers 2
+    python benchmarks/rollout_speed.py --vocab-compare --threads 1 --shape qwen2.5-0.5b --layers 24   # the whole model
 
 Writes JSON (``--out``, default ``results/benchmarks/rollout_speed.json``, or ``sampler_vocab.json``
 beside it for ``--vocab-compare``) and prints a table.
