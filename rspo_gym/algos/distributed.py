@@ -222,6 +222,13 @@ class Accelerated(SingleProcess):
         self.accelerator.backward(loss * self.world_size)
 
     def clip_grad_norm(self, parameters: list, max_norm: float) -> float:
+        """accelerate's clip, except under FSDP2, where torch's own clip takes the sharded (DTensor)
+        gradients directly: accelerate finds the prepared model by comparing parameter lists,
+        which compares tensors elementwise, and fails, once a second model (the RSPO explorer) is
+        prepared."""
+        if getattr(self.accelerator, "is_fsdp2", False):
+            norm = torch.nn.utils.clip_grad_norm_(list(parameters), max_norm)
+            return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
         norm = self.accelerator.clip_grad_norm_(parameters, max_norm)
         return float("nan") if norm is None else float(norm)  # DeepSpeed clips inside its step
 

@@ -47,6 +47,7 @@ from rspo_gym.algos.losses import truncated_is_weights
 from rspo_gym.algos.ppo import ppo_estimate
 from rspo_gym.algos.rewards import episode_scores
 from rspo_gym.algos.trainer import Estimate, RewardView, Trainer
+from rspo_gym.errors import UserError
 from rspo_gym.rollout.collector import collect
 from rspo_gym.rollout.trajectory import Rollout, to_batch
 
@@ -154,10 +155,11 @@ class RSPOTrainer(Trainer):
                     "swap='explorer' builds a second vector env of explorer_group_size members per task: "
                     "pass an env id or a factory instead of a GroupedVectorEnv (or use swap='rank')"
                 )
-            if self.dist.shards_state:
+            if self.dist.shards_state and c.explorer_lora:
                 raise ValueError(
-                    "the RSPO explorer copies the learner's whole weights, which FSDP / DeepSpeed shard: "
-                    "under those engines use swap='rank' or 'anneal' (or DDP for swap='explorer')"
+                    "explorer_lora puts an adapter on a frozen copy of the learner, which FSDP / DeepSpeed would "
+                    "have to shard as a second peft model: under those engines use explorer_lora=False (the explorer "
+                    "is then a sharded full copy) or DDP"
                 )
             if c.lora_r > 0 and self.dist.world_size > 1:
                 raise ValueError(
@@ -193,6 +195,41 @@ class RSPOTrainer(Trainer):
         return view
 
     # -- explorer
+    def _before_engine(self) -> None:
+        """Under FSDP / DeepSpeed the engine shards the learner in place: a full-copy explorer is
+        copied from the whole weights first, then prepared (sharded) like the learner."""
+        from rspo_gym.policies.llm import LLMPolicy
+
+        c = self.config
+        wanted = c.swap == "explorer" and c.explorer_group_size > 0 and not c.explorer_lora
+        if self.dist.shards_state and wanted and isinstance(self.policy, LLMPolicy):
+            self._explorer_copy = copy.deepcopy(self.policy.model)
+
+    def _sync_sharded_explorer(self) -> None:
+        """phi <- theta under FSDP / DeepSpeed: the explorer is the copy taken before sharding,
+        prepared like the learner, so both hold the same shards of the same tensors; a sync copies
+        the learner's shards into the explorer's (local, no collective) and clears the explorer
+        optimizer's state (the same as a fresh AdamW)."""
+        from rspo_gym.policies.llm import LLMPolicy
+
+        learner = self.policy
+        if self.explorer is None:
+            self.explorer = LLMPolicy(
+                self._explorer_copy, learner.tokenizer, value_head=self.needs_values,
+                micro_batch_size=learner.micro_batch_size, seed=self.config.seed + 1, autocast_dtype=learner.autocast_dtype,
+            )
+            self._explorer_copy = None
+            if self.needs_values:
+                self.explorer.value_head.load_state_dict(learner.value_head.state_dict())
+            self.explorer_optimizer = self._make_optimizer(self.explorer)
+            return
+        theirs = list(learner.policy_parameters()) + list(learner.critic_parameters())
+        mine = list(self.explorer.policy_parameters()) + list(self.explorer.critic_parameters())
+        with torch.no_grad():
+            for target, source in zip(mine, theirs, strict=True):
+                target.copy_(source)
+        self.explorer_optimizer.state.clear()
+
     def sync_explorer(self) -> None:
         """phi <- theta, with a fresh explorer optimizer.
 
@@ -205,6 +242,9 @@ class RSPOTrainer(Trainer):
 
         c = self.config
         learner = self.policy
+        if self.dist.shards_state and learner.adapter is None:
+            self._sync_sharded_explorer()
+            return
         if self.explorer is not None:  # its engine wrappers and optimizer are replaced below
             self.dist.release(self.explorer, self.explorer_optimizer)
         if learner.adapter is not None:
@@ -236,15 +276,17 @@ class RSPOTrainer(Trainer):
         c = self.config
         self._iteration_for_anneal = it
         tasks = self.tasks(it)
-        learner = collect(self.policy, self.venv, self.collect_config(it), **tasks, row_seeds=self.row_seeds(it, c.group_size))
+        with self.dist.full_weights(self.policy):
+            learner = collect(self.policy, self.venv, self.collect_config(it), **tasks, row_seeds=self.row_seeds(it, c.group_size))
         self._explorer_rollout = None
         if self.explorer is not None:
             if it > 0 and it % c.explorer_sync_every == 0:
                 self.sync_explorer()
-            self._explorer_rollout = collect(
-                self.explorer, self.explorer_venv, self.collect_config(it, stream=5), **tasks,
-                source="explorer", traj_offset=self.venv.num_envs, row_seeds=self.row_seeds(it, c.explorer_group_size, stream=5),
-            )
+            with self.dist.full_weights(self.explorer):
+                self._explorer_rollout = collect(
+                    self.explorer, self.explorer_venv, self.collect_config(it, stream=5), **tasks,
+                    source="explorer", traj_offset=self.venv.num_envs, row_seeds=self.row_seeds(it, c.explorer_group_size, stream=5),
+                )
             self.buffer = [(born, r) for born, r in self.buffer if replayable(born, it, c.replay_age)] + [(it, self._explorer_rollout)]
         return learner
 
@@ -265,7 +307,8 @@ class RSPOTrainer(Trainer):
         for _ in range(c.explorer_updates):
             view = Trainer.reward_view(self, explorer_rollout, "dense")
             batch = to_batch(explorer_rollout.rows, self.explorer.pad_token_id, self.explorer.device)
-            old_logprobs, old_values = self.old_policy_outputs(self.explorer, batch)
+            with self.dist.full_weights(self.explorer):
+                old_logprobs, old_values = self.old_policy_outputs(self.explorer, batch)
             estimate = self.estimate(view, batch, old_values)
             stats = self.update(self.explorer, self.explorer_optimizer, batch, estimate, it, old_values=old_values, old_logprobs=old_logprobs)
             metrics.update({k.replace("train/", "explorer/"): v for k, v in stats.items()})
@@ -276,16 +319,19 @@ class RSPOTrainer(Trainer):
         c = self.config
         view = super().reward_view(merged, c.reward)
         batch = to_batch(merged.rows, self.policy.pad_token_id, self.policy.device)
-        recomputed, old_values = self.old_policy_outputs(self.policy, batch)
+        replayed = torch.tensor([r.source != "learner" for r in merged.rows])
+        rows = torch.nonzero(replayed).flatten()
+        with self.dist.full_weights(self.policy):
+            recomputed, old_values = self.old_policy_outputs(self.policy, batch)
+            learner_logp = None
+            if len(rows):
+                learner_logp = recomputed[rows] if recomputed is not None else self.policy.logprobs(
+                    batch.index(rows), temperature=c.temperature, max_tokens=c.max_tokens_per_micro_batch
+                )["logprobs"]
         old = batch.old_logprobs.clone() if recomputed is None else recomputed
         weights = torch.ones_like(old)
-        replayed = torch.tensor([r.source != "learner" for r in merged.rows])
-        if bool(replayed.any()):
-            rows = torch.nonzero(replayed).flatten()
+        if learner_logp is not None:
             sub = batch.index(rows)
-            learner_logp = recomputed[rows] if recomputed is not None else self.policy.logprobs(
-                sub, temperature=c.temperature, max_tokens=c.max_tokens_per_micro_batch
-            )["logprobs"]
             old[rows] = learner_logp
             weights[rows] = truncated_is_weights(learner_logp, sub.old_logprobs, sub.response_mask, cap=c.is_cap)
         return {"view": view, "batch": batch, "old_logprobs": old, "is_weights": weights, "old_values": old_values}
@@ -302,16 +348,31 @@ class RSPOTrainer(Trainer):
 
     # -- checkpoints
     def state(self) -> dict[str, Any]:
+        """The base state, the explorer's weights and optimizer (in the engine's own sharded state
+        under FSDP / DeepSpeed) and every rank's replay buffer (a collective: ``save_checkpoint``
+        calls it on every rank, and rank 0 writes it)."""
         state = super().state()
         if self.explorer is not None:
-            state["explorer"] = self.explorer.state_dict()
-            state["explorer_optimizer"] = self.explorer_optimizer.state_dict()
-            state["buffer"] = self.buffer
+            if not self.dist.shards_state:
+                state["explorer"] = self.explorer.state_dict()
+                state["explorer_optimizer"] = self.explorer_optimizer.state_dict()
+            state["buffers"] = self.dist.gather([self.buffer])  # rank-local, with its groups
         return state
 
     def load_state(self, state: dict[str, Any]) -> None:
         super().load_state(state)
-        if self.explorer is not None and "explorer" in state:
+        if self.explorer is None:
+            return
+        if "explorer" in state:
             self.explorer.load_state_dict(state["explorer"])
             self.explorer_optimizer.load_state_dict(state["explorer_optimizer"])
-            self.buffer = list(state["buffer"])
+        if "buffer" in state:  # written by one process before buffers were kept per rank
+            state["buffers"] = [state["buffer"]]
+        buffers = state.get("buffers")
+        if buffers is not None:
+            if len(buffers) != self.dist.world_size:
+                raise UserError(
+                    f"this RSPO explorer run was saved by {len(buffers)} rank(s) and resumes under {self.dist.world_size}: "
+                    f"its replay buffers belong to the groups each rank played, so resume it under {len(buffers)} rank(s)"
+                )
+            self.buffer = list(buffers[self.dist.rank])

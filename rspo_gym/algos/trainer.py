@@ -190,6 +190,7 @@ class Trainer:
         if self.config.gradient_checkpointing:
             self.policy.enable_gradient_checkpointing()
         self.reference = self._make_reference(self.policy) if self.config.kl_coef > 0 else None  # before an engine shards the policy
+        self._before_engine()
         self.optimizer = self._make_optimizer(self.policy)
         self.iteration = 0
         self.history: list[dict[str, Any]] = []
@@ -251,8 +252,7 @@ class Trainer:
             self._collect_deadline = None if deadline is None or self.dist.world_size > 1 else deadline - reserve
             progress.phase(it, "collecting")
             try:
-                with self.dist.full_weights(self.policy):
-                    rollout = self.collect(it)
+                rollout = self.collect(it)
             except CollectionDeadline:
                 progress.say(f"time budget reached while collecting iteration {it + 1}: its partial rollout is "
                              f"dropped and training stops after {it} iterations")
@@ -332,10 +332,11 @@ class Trainer:
 
     def collect(self, it: int) -> Rollout:
         """On-policy rollout of the learner on iteration ``it``'s tasks (this rank's groups)."""
-        return collect(
-            self.policy, self.venv, self.collect_config(it), **self.tasks(it),
-            row_seeds=self.row_seeds(it, self.config.group_size),
-        )
+        with self.dist.full_weights(self.policy):
+            return collect(
+                self.policy, self.venv, self.collect_config(it), **self.tasks(it),
+                row_seeds=self.row_seeds(it, self.config.group_size),
+            )
 
     def gathered(self, rollout: Rollout) -> Rollout:
         """Every rank's trajectories (no rows): what the rollout metrics read."""
@@ -792,6 +793,10 @@ class Trainer:
             model, tokenizer, dtype="float32" if self.precision == "fp32" else "bfloat16", seed=c.seed,
             gpu_memory_utilization=c.vllm_gpu_memory_utilization, tensor_parallel_size=c.vllm_tensor_parallel_size, **options,
         )
+
+    def _before_engine(self) -> None:
+        """What must be taken from the learner's whole weights before an engine shards them
+        (a subclass's copies; the KL reference is taken just before)."""
 
     def _make_optimizer(self, policy) -> torch.optim.Optimizer:
         """AdamW with the policy's parameters and, for PPO, the critic's in their own group (own lr),

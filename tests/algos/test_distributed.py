@@ -151,6 +151,40 @@ def test_fsdp2_two_ranks_train_like_one_process_and_resume_after_sigkill(tmp_pat
     assert exported.is_file()  # the whole model, gathered for the export
 
 
+@pytest.mark.slow
+@needs_torchrun
+def test_rspo_explorer_under_fsdp2_resumes_after_sigkill_like_one_process(tmp_path):
+    # the explorer is a sharded full copy with its own sharded AdamW, re-synced shard by shard at
+    # iteration 2 (after the resume); each rank's replay buffer comes back to that rank
+    killed = _launch(tmp_path / "fsdp", 3, kill_after=2, rspo=True, fsdp=True, uneven=True)
+    assert killed.returncode != 0
+    saved = next((tmp_path / "fsdp" / "checkpoint_engine").iterdir())
+    assert {p.name for p in saved.iterdir()} >= {"pytorch_model_fsdp_0", "pytorch_model_fsdp_1", "optimizer_1"}
+    resumed = _launch(tmp_path / "fsdp", 3, rspo=True, fsdp=True, uneven=True)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    run_script(str(tmp_path / "one"), 3, None, rspo=True, uneven=True)
+    rows = _rows(tmp_path / "fsdp" / "metrics.jsonl")
+    assert len(rows) == 3 and all(row["explorer/replayed_rows"] > 0 for row in rows)
+    for row, expected in zip(rows, _rows(tmp_path / "one" / "metrics.jsonl"), strict=True):
+        _close(row, expected)
+    gathered = torch.load(tmp_path / "fsdp" / "weights-rank0.pt")
+    assert _max_difference(gathered, torch.load(tmp_path / "one" / "weights-rank0.pt")) < 1e-5
+
+
+def test_an_explorer_run_resumes_only_under_its_rank_count():
+    from rspo_gym.algos import RSPOTrainer
+    from rspo_gym.errors import UserError
+
+    trainer = RSPOTrainer(
+        "rspo/ALFWorld-v0", "tiny-untrained", swap="explorer", num_groups=1, group_size=1, explorer_group_size=1, progress=False,
+    )
+    state = trainer.state()
+    assert state["buffers"] == [[]]  # one rank's (empty) buffer
+    state["buffers"] = [[], []]
+    with pytest.raises(UserError, match="saved by 2 rank\\(s\\) and resumes under 1"):
+        trainer.load_state(state)
+
+
 def test_rollouts_do_not_depend_on_how_groups_are_split():
     from rspo_gym.rollout.collector import collect
 

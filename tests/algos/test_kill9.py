@@ -63,7 +63,7 @@ def dying_write(file, parts, write=checkpoints._write_synced):
 def arm():
     checkpoints._write_synced = dying_write
     if point == "before_removing_old_shards":
-        checkpoints._remove_stale = lambda root, keep: die()
+        checkpoints.remove_stale = lambda root, keep: die()
 """
 
 #: Runs the command line (``sys.argv[3:]``) with 1 MB shards and SIGKILLs the process at point
