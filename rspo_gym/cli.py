@@ -174,6 +174,7 @@ def _train(args: argparse.Namespace) -> int:
     trainer = _trainer(args.algo, args.env, args.model, {**_config_overrides(args.set), **extra})
     # writes metrics, config, checkpoint, policy/ and the curve
     history = trainer.learn(resume=args.resume, overwrite=args.overwrite)
+    trainer.close()
     if not trainer.dist.is_main:  # under a launcher, rank 0 reports
         return 0
     last = history[-1] if history else {}

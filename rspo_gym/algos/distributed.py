@@ -97,6 +97,9 @@ class SingleProcess:
         """``policy``'s whole model state on the main rank (a collective where weights are sharded)."""
         return policy.model.state_dict()
 
+    def close(self) -> None:
+        """Leave the job's process group (nothing to leave in one process)."""
+
     def backward(self, loss: torch.Tensor) -> None:
         loss.backward()
 
@@ -210,6 +213,14 @@ class Accelerated(SingleProcess):
         if not self.shards_state:
             return policy.model.state_dict()
         return self.accelerator.get_state_dict(policy.train_model or policy.model)
+
+    def close(self) -> None:
+        """Wait for every rank, then leave the process group. A rank that exits with the group
+        still open can abort in gloo's or NCCL's teardown ("terminate called without an active
+        exception") while another rank is still in its last collective."""
+        if torch.distributed.is_initialized():
+            self.barrier()
+            torch.distributed.destroy_process_group()
 
     def save_engine_state(self, folder) -> None:
         """Every prepared model and optimizer in the engine's sharded format (collective)."""

@@ -831,11 +831,14 @@ class Trainer:
         return frozen
 
     def close(self) -> None:
+        """Close the envs and the logger and, under a launcher, leave the job's process group
+        (every rank calls it; the trainer cannot train after it)."""
         self.venv.close()
         for venv in self._eval_venvs.values():
             venv.close()
         if self._reporter:
             self._reporter.close()
+        self.dist.close()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(env={self.env_id!r}, iteration={self.iteration})"

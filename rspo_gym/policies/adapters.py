@@ -55,12 +55,14 @@ def adapters_disabled(model: Any):
 def merged_weights(model: Any, adapter: str | None = None) -> list[tuple[str, Any]]:
     """``model``'s weights under the base model's checkpoint names, ``adapter`` merged in.
 
-    For a plain transformers model these are its state-dict tensors (detached, not copied). For a
-    peft model each LoRA-wrapped layer contributes ``base + ΔW`` of ``adapter`` (default: the active
-    one; a new tensor, the model is not modified) and the adapters' own tensors are left out.
+    For a plain transformers model these are its state-dict tensors (detached, not copied; a model
+    sharded by FSDP2 gives each whole, gathered: a collective every rank makes in the same order,
+    as every rank pushes to its own engine after the same update). For a peft model each
+    LoRA-wrapped layer contributes ``base + ΔW`` of ``adapter`` (default: the active one; a new
+    tensor, the model is not modified) and the adapters' own tensors are left out.
     """
     if not is_peft(model):
-        return [(name, tensor.detach()) for name, tensor in model.state_dict().items()]
+        return [(name, _whole(tensor)) for name, tensor in model.state_dict().items()]
     base = model.get_base_model()
     adapter = adapter or model.active_adapter
     merged: list[tuple[str, Any]] = []
@@ -78,6 +80,12 @@ def merged_weights(model: Any, adapter: str | None = None) -> list[tuple[str, An
                 continue
             merged.append((plain, tensor.detach()))
     return merged
+
+
+def _whole(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` detached, gathered whole first when it is a shard (a ``DTensor``)."""
+    gather = getattr(tensor, "full_tensor", None)
+    return (gather() if gather is not None else tensor).detach()
 
 
 def save_merged(model: Any, path: Any, adapter: str | None = None, **save_kwargs: Any) -> None:

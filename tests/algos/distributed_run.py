@@ -67,6 +67,7 @@ def main(out: str, iterations: int, kill_after: int | None, rspo: bool = False, 
     trainer.learn(iterations, callback=stop, resume=True)
     weights = {k: v.detach().clone() for k, v in trainer.dist.full_state_dict(trainer.policy).items()}
     torch.save(weights, os.path.join(out, f"weights-rank{trainer.dist.rank}.pt"))
+    trainer.close()  # under the launcher: leaves the process group once every rank is done
 
 
 if __name__ == "__main__":

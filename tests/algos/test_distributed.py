@@ -171,6 +171,41 @@ def test_rspo_explorer_under_fsdp2_resumes_after_sigkill_like_one_process(tmp_pa
     assert _max_difference(gathered, torch.load(tmp_path / "one" / "weights-rank0.pt")) < 1e-5
 
 
+MERGED_UNDER_FSDP2 = """
+import sys, torch
+sys.path.insert(0, sys.argv[2])
+from distributed_run import fsdp2_on_cpu
+from rspo_gym.algos.distributed import Accelerated
+from rspo_gym.policies.adapters import merged_weights
+from rspo_gym.policies.models import load_model
+
+fsdp2_on_cpu()
+model, _ = load_model("tiny-untrained")
+whole = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+dist = Accelerated()
+sharded, _ = dist.accelerator.prepare(model, torch.optim.AdamW(model.parameters()))
+pushed = dict(merged_weights(sharded))
+assert type(next(iter(sharded.state_dict().values()))).__name__ == "DTensor"
+assert pushed.keys() == whole.keys() and all(torch.equal(pushed[k], whole[k]) for k in whole)
+print("rank", dist.rank, "pushes", len(pushed), "whole tensors")
+dist.close()
+"""
+
+
+@pytest.mark.slow
+@needs_torchrun
+def test_weights_pushed_to_a_generation_engine_are_whole_under_fsdp2(tmp_path):
+    script = tmp_path / "merged.py"
+    script.write_text(MERGED_UNDER_FSDP2)
+    env = {**os.environ, "PYTHONPATH": str(SCRIPT.parents[2]), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [TORCHRUN, "--standalone", "--nproc_per_node=2", str(script), "x", str(SCRIPT.parent)],
+        capture_output=True, text=True, timeout=600, env=env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("whole tensors") == 2
+
+
 def test_an_explorer_run_resumes_only_under_its_rank_count():
     from rspo_gym.algos import RSPOTrainer
     from rspo_gym.errors import UserError
