@@ -43,6 +43,26 @@ class GenerationConfig:
     does not depend on which other prompts share the call (rollouts the same however envs are
     split over processes or ranks)."""
 
+    def row_seed(self, row: int) -> int | None:
+        """Row ``row``'s seed for engines that seed each request: its own, else the call's
+        ``seed + row`` (rows of one call must differ), else None.
+
+        >>> GenerationConfig(seed=5).row_seed(2), GenerationConfig(seed=5, row_seeds=(9, 8)).row_seed(1)
+        (7, 8)
+        """
+        if self.row_seeds is not None:
+            return int(self.row_seeds[row])
+        return None if self.seed is None else self.seed + row
+
+
+def refuse_constraints(allowed: Sequence[Sequence[str]] | None, backend: str) -> None:
+    """``NotImplementedError`` for ``allowed`` on a backend that samples without constraints."""
+    if allowed is not None:
+        raise NotImplementedError(
+            f"constrained decoding is HF-only: {backend} cannot restrict responses to allowed "
+            "actions (nor record their restricted log-probs); use HFBackend (backend='hf')"
+        )
+
 
 @dataclass
 class GenerationOutput:

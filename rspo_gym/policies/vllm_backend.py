@@ -62,7 +62,7 @@ import tempfile
 from typing import Any, Literal, Sequence
 
 from rspo_gym.policies.adapters import merged_weights, save_merged
-from rspo_gym.policies.generation import GenerationConfig, GenerationOutput
+from rspo_gym.policies.generation import GenerationConfig, GenerationOutput, refuse_constraints
 from rspo_gym.policies.hf_backend import eos_token_ids
 
 __all__ = ["VLLMBackend", "VLLMWorkerExtension"]
@@ -214,11 +214,7 @@ class VLLMBackend:
         allowed: Sequence[Sequence[str]] | None = None,
     ) -> GenerationOutput:
         """Sample one response per prompt; the log-probs are tempered and untruncated."""
-        if allowed is not None:
-            raise NotImplementedError(
-                "constrained decoding is HF-only: VLLMBackend cannot restrict responses to allowed "
-                "actions (nor record their restricted log-probs); use HFBackend (backend='hf')"
-            )
+        refuse_constraints(allowed, "VLLMBackend")
         if not prompt_ids:
             return GenerationOutput(texts=[], response_ids=[], logprobs=[])
         self._wake_up()
@@ -231,7 +227,7 @@ class VLLMBackend:
                 temperature=0.0 if greedy else 1.0,
                 top_p=1.0 if greedy else config.top_p,
                 max_tokens=config.max_new_tokens,
-                seed=config.row_seeds[i] if config.row_seeds is not None else None if config.seed is None else config.seed + i,
+                seed=config.row_seed(i),
                 logprobs=0,
                 stop_token_ids=self.stop_token_ids,
                 detokenize=False,

@@ -55,7 +55,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 from rspo_gym.errors import UserError
 from rspo_gym.policies.adapters import merged_weights
-from rspo_gym.policies.generation import GenerationConfig, GenerationOutput
+from rspo_gym.policies.generation import GenerationConfig, GenerationOutput, refuse_constraints
 from rspo_gym.policies.hf_backend import eos_token_ids
 
 __all__ = ["VLLMServerBackend", "VLLMServerClient", "WeightTransport", "NCCLWeightTransport", "server_backend", "routable_address"]
@@ -301,17 +301,13 @@ class VLLMServerBackend:
         allowed: Sequence[Sequence[str]] | None = None,
     ) -> GenerationOutput:
         """Sample one response per prompt; the log-probs are tempered and untruncated."""
-        if allowed is not None:
-            raise NotImplementedError(
-                "constrained decoding is HF-only: VLLMServerBackend cannot restrict responses to allowed "
-                "actions (nor record their restricted log-probs); use HFBackend (backend='hf')"
-            )
+        refuse_constraints(allowed, "VLLMServerBackend")
         if not prompt_ids:
             return GenerationOutput(texts=[], response_ids=[], logprobs=[])
         self._check_logprobs(config)
         if self._barrier is None and (self._stale or (self._server.transport is not None and self._server.holder is not self)):
             self._push_weights()
-        bodies = [self.request_body(ids, config, _row_seed(config, i)) for i, ids in enumerate(prompt_ids)]
+        bodies = [self.request_body(ids, config, config.row_seed(i)) for i, ids in enumerate(prompt_ids)]
         answers = list(self._pool.map(self._complete, bodies))
         response_ids = [ids for ids, _ in answers]
         logprobs = [logps for _, logps in answers]
@@ -406,13 +402,6 @@ class VLLMServerBackend:
         stop = getattr(self._server.transport, "shutdown", None)
         if stop is not None:
             stop()
-
-
-def _row_seed(config: GenerationConfig, i: int) -> int | None:
-    """Row ``i``'s seed: its own, else the call's ``seed + i`` (rows of one prompt must differ)."""
-    if config.row_seeds is not None:
-        return int(config.row_seeds[i])
-    return None if config.seed is None else config.seed + i
 
 
 def _served_models(client: VLLMServerClient) -> list[str]:
