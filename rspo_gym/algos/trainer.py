@@ -632,7 +632,8 @@ class Trainer:
         if not self.dist.is_main:
             return
         with quiet_third_party_progress():
-            self.policy.save(self.output_dir / "policy", merged=True, weights=weights)
+            gathered = {} if weights is None else {"weights": weights}  # an LLM policy's, under a sharding engine
+            self.policy.save(self.output_dir / "policy", merged=True, **gathered)
             if self.policy.adapter is not None:
                 self.policy.save(self.output_dir / "adapter")
         if not self.history:
