@@ -58,7 +58,10 @@ from rspo_gym.policies.adapters import merged_weights
 from rspo_gym.policies.generation import GenerationConfig, GenerationOutput, refuse_constraints
 from rspo_gym.policies.hf_backend import eos_token_ids
 
-__all__ = ["VLLMServerBackend", "VLLMServerClient", "WeightTransport", "NCCLWeightTransport", "server_backend", "routable_address"]
+__all__ = [
+    "VLLMServerBackend", "VLLMServerClient", "WeightTransport", "NCCLWeightTransport", "server_backend", "routable_address",
+    "wire_dtype",
+]
 
 #: ``--logprobs-mode`` values whose log-probs are the protocol's for some settings (module docstring).
 LOGPROBS_MODES = ("raw_logprobs", "processed_logprobs")
@@ -187,17 +190,20 @@ class NCCLWeightTransport:
         except ImportError as error:
             raise UserError(_INSTALL_HINT) from error
 
+        wire = _server_dtype(client) if rank == 0 else None
+
         class LatestWeights(WeightSource):
-            """The weights handed to the last ``send`` (vLLM replays its source every round)."""
+            """The weights handed to the last ``send`` (vLLM replays its source every round), each
+            floating-point tensor cast, one at a time, to the server model's dtype on the way."""
 
             def __init__(self) -> None:
                 self.weights: list[tuple[str, Any]] = []
 
             def metadata(self) -> list:
-                return [ParamMeta(name, tensor.dtype, tuple(tensor.shape)) for name, tensor in self.weights]
+                return [ParamMeta(name, wire_dtype(tensor.dtype, wire), tuple(tensor.shape)) for name, tensor in self.weights]
 
             def __iter__(self):
-                return ((name, materialize_full_tensor(tensor)) for name, tensor in self.weights)
+                return ((name, materialize_full_tensor(tensor).to(wire_dtype(tensor.dtype, wire))) for name, tensor in self.weights)
 
         self._source = LatestWeights()
         self.is_sender = rank == 0
@@ -410,6 +416,33 @@ def _served_models(client: VLLMServerClient) -> list[str]:
         return [str(entry["id"]) for entry in answer["data"]]
     except (TypeError, KeyError):
         raise UserError(f"the server at {client.url} answered /v1/models without a model list: is it vLLM's OpenAI server?") from None
+
+
+def wire_dtype(dtype: Any, server: Any | None) -> Any:
+    """The dtype a tensor of ``dtype`` travels in to a server whose model computes in ``server``.
+
+    Floating-point weights go in the server's dtype: float32 master weights (``bf16-mixed``) sent
+    as the server's bfloat16 cost half the bytes, and the server would cast them on load anyway.
+    Integer tensors, and every tensor when the server's dtype is unknown (None), keep their own.
+
+    >>> import torch
+    >>> wire_dtype(torch.float32, torch.bfloat16), wire_dtype(torch.int64, torch.bfloat16), wire_dtype(torch.float32, None)
+    (torch.bfloat16, torch.int64, torch.float32)
+    """
+    return server if server is not None and dtype.is_floating_point else dtype
+
+
+def _server_dtype(client: VLLMServerClient) -> Any | None:
+    """The server model's dtype (``model_config.dtype`` of ``/server_info``, written ``torch.bfloat16``),
+    or None when the answer does not say."""
+    import torch
+
+    try:
+        name = str(client.request("GET", "/server_info?config_format=json")["vllm_config"]["model_config"]["dtype"])
+    except (UserError, TypeError, KeyError):
+        return None
+    dtype = getattr(torch, name.removeprefix("torch."), None)
+    return dtype if isinstance(dtype, torch.dtype) and dtype.is_floating_point else None
 
 
 def _logprobs_mode(client: VLLMServerClient) -> str:

@@ -102,7 +102,9 @@ class FakeVLLMServer:
         if route == "/v1/completions" and method == "POST":
             return self.complete(body)
         dev = {
-            ("GET", "/server_info"): lambda: {"vllm_config": {"model_config": {"logprobs_mode": self.logprobs_mode}}},
+            ("GET", "/server_info"): lambda: {
+                "vllm_config": {"model_config": {"logprobs_mode": self.logprobs_mode, "dtype": str(self.model.dtype)}},
+            },
             ("GET", "/get_world_size"): lambda: {"world_size": self.world_size},
             ("POST", "/pause"): lambda: self._set_paused(True),
             ("POST", "/resume"): lambda: self._set_paused(False),

@@ -273,6 +273,20 @@ def test_logprobs_mode_must_give_the_protocols_logprobs(tiny):
             VLLMServerBackend(model, tokenizer, logits.url)
 
 
+def test_weights_travel_in_the_servers_dtype(server):
+    from rspo_gym.policies.vllm_server import _server_dtype, wire_dtype
+
+    client = VLLMServerClient(server.url, timeout=10)
+    assert _server_dtype(client) == torch.float32  # what /server_info writes: "torch.float32"
+    server.model.to(torch.bfloat16)
+    assert _server_dtype(client) == torch.bfloat16
+    assert wire_dtype(torch.float32, torch.bfloat16) == torch.bfloat16  # bf16-mixed master weights: half the bytes
+    server.overrides["/server_info"] = (200, b'{"vllm_config": {"model_config": {"dtype": "auto"}}}')
+    assert _server_dtype(client) is None  # not a dtype: every tensor keeps its own
+    server.dev_mode, server.overrides = False, {}
+    assert _server_dtype(client) is None  # no /server_info at all
+
+
 def test_constrained_decoding_is_refused(tiny, server):
     model, tokenizer = tiny
     backend = VLLMServerBackend(model, tokenizer, server.url)

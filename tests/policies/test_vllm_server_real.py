@@ -139,6 +139,10 @@ def test_the_routes_the_weight_sync_drives_answer(served):
     assert client.request("GET", "/is_paused") == {"is_paused": True}
     client.request("POST", "/resume")
     assert client.request("GET", "/is_paused") == {"is_paused": False}
+    from rspo_gym.policies.vllm_server import _server_dtype
+
+    served_dtype = client.request("GET", "/server_info?config_format=json")["vllm_config"]["model_config"]["dtype"]
+    assert _server_dtype(client) == getattr(torch, served_dtype.removeprefix("torch."))  # the dtype weights travel in
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="vLLM's NCCL weight transfer needs GPUs on both sides")
