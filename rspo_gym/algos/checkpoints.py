@@ -71,6 +71,7 @@ __all__ = [
     "tensors_folder",
     "claim_run_dir",
     "remove_stale",
+    "save_tag",
     "restore_metrics",
 ]
 
@@ -198,6 +199,12 @@ def tensors_folder(path: str | Path) -> Path:
     return path.with_name(path.stem + "_tensors")
 
 
+def save_tag(label: str = "") -> str:
+    """A fresh folder name for one save's files: ``label`` (the iteration) and 8 random hex digits,
+    so a save never writes into the folder the current checkpoint names."""
+    return f"{label}-{secrets.token_hex(4)}" if label else secrets.token_hex(8)
+
+
 def write_checkpoint(
     path: str | Path,
     state: dict[str, Any],
@@ -223,7 +230,7 @@ def write_checkpoint(
         return path
     skeleton, tensors = split_state(state)
     plan = plan_shards(tensors, max_shard_size or MAX_SHARD_SIZE)
-    tag = f"{label}-{secrets.token_hex(4)}" if label else secrets.token_hex(8)
+    tag = save_tag(label)
     folder = root / tag
     folder.mkdir(parents=True)
     try:

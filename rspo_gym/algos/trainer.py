@@ -26,7 +26,6 @@ import csv
 import json
 import os
 import time
-import uuid
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -36,7 +35,7 @@ import numpy as np
 import torch
 
 from rspo_gym.algos.checkpoints import (
-    claim_run_dir, read_checkpoint, remove_stale, restore_metrics, run_identity, write_checkpoint,
+    claim_run_dir, read_checkpoint, remove_stale, restore_metrics, run_identity, save_tag, write_checkpoint,
 )
 from rspo_gym.algos.config import TrainerConfig, save_config
 from rspo_gym.algos.defaults import resolve_config, resolve_model
@@ -680,16 +679,16 @@ class Trainer:
         belongs to and the sha256 of every byte (``algos/checkpoints.py``)."""
         path = Path(path) if path is not None else self._require_output_dir() / "checkpoint.pt"
         state = self.state()
-        engine = _engine_folder(path)
+        engine, label = _engine_folder(path), f"iteration-{self.iteration}"
         if self.dist.shards_state:  # FSDP / DeepSpeed: weights and optimizer sharded, in the engine's format
-            # a fresh folder per save: a kill before checkpoint.pt names it leaves the previous pair intact
-            state["engine_state"] = self.dist.gather([f"iteration-{self.iteration:06d}-{uuid.uuid4().hex[:8]}"])[0]
+            # a fresh folder per save (rank 0's name): a kill before checkpoint.pt names it leaves the previous pair intact
+            state["engine_state"] = self.dist.gather([save_tag(label)])[0]
             self.dist.save_engine_state(engine / state["engine_state"])
             del state["policy"], state["optimizer"]
         identity = run_identity(self)
         self.dist.barrier()  # ranks hold the same weights after the update: rank 0 writes them
         if self.dist.is_main:
-            write_checkpoint(path, state, identity, label=f"iteration-{self.iteration}")
+            write_checkpoint(path, state, identity, label=label)
             if "engine_state" in state:  # the states no checkpoint names any more
                 remove_stale(engine, keep=state["engine_state"])
         self.dist.barrier()
