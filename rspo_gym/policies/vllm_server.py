@@ -178,13 +178,13 @@ class NCCLWeightTransport:
 
     Built on every trainer rank (vLLM's contract): rank 0 is the sender, which opens the NCCL group
     with the server's workers (``1 + /get_world_size`` ranks, rendezvous at ``host:port`` on this
-    machine) and drives the update routes; other ranks only replay the weights' iteration (a
-    collective under FSDP, where each tensor is gathered with ``full_tensor``).
+    machine) and drives the update routes; other ranks only replay the weights' iteration. The
+    weights arrive whole (``merged_weights`` gathers FSDP2 shards on every rank).
     """
 
     def __init__(self, client: VLLMServerClient, *, rank: int = 0, host: str | None = None, port: int | None = None):
         try:
-            from vllm.distributed.weight_transfer.base import ParamMeta, WeightSource, materialize_full_tensor
+            from vllm.distributed.weight_transfer.base import ParamMeta, WeightSource
             from vllm.distributed.weight_transfer.factory import WeightTransferTrainerFactory
             from vllm.distributed.weight_transfer.nccl_engine import NCCLTrainerInitInfo
         except ImportError as error:
@@ -203,7 +203,7 @@ class NCCLWeightTransport:
                 return [ParamMeta(name, wire_dtype(tensor.dtype, wire), tuple(tensor.shape)) for name, tensor in self.weights]
 
             def __iter__(self):
-                return ((name, materialize_full_tensor(tensor).to(wire_dtype(tensor.dtype, wire))) for name, tensor in self.weights)
+                return ((name, tensor.to(wire_dtype(tensor.dtype, wire))) for name, tensor in self.weights)
 
         self._source = LatestWeights()
         self.is_sender = rank == 0
