@@ -22,8 +22,9 @@ EXTRAS = {
     "ray": ["ray>=2.9"],
     # playwright drives the system's Chromium in the web UI's browser test (no browser download).
     "test": ["pytest>=7", "playwright>=1.40"],
-    # The documentation site: `mkdocs serve` / `mkdocs build --strict` (a test builds it).
-    "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5"],
+    # The documentation site: `mkdocs serve` / `mkdocs build --strict` (a test builds it);
+    # mkdocstrings renders the API reference from the docstrings.
+    "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=1.0"],
     # The web UI for people (``rspo-gym webshop serve``).
     "web": ["flask>=3"],
     # The original engine, for cross-checks and as an optional backend. Fast-Downward compiles
