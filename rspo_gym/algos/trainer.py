@@ -56,7 +56,7 @@ from rspo_gym.algos.validation import (
 from rspo_gym.errors import UserError
 from rspo_gym.policies.generation import GenerationConfig
 from rspo_gym.rollout.collector import CollectConfig, CollectionDeadline, collect
-from rspo_gym.rollout.trajectory import Rollout, TrainingBatch, micro_batches, to_batch
+from rspo_gym.rollout.trajectory import Rollout, TrainingBatch, Trajectory, micro_batches, to_batch
 from rspo_gym.rollout.vector import GroupedVectorEnv
 
 __all__ = ["Trainer", "RewardView", "Estimate", "PRECISIONS", "resolve_precision", "loss_weights", "float32_master_weights"]
@@ -750,11 +750,18 @@ class Trainer:
                 metrics[f"{prefix}/success_{task_type}"] = sum(wins) / len(wins)
         return metrics
 
-    def evaluate(self, tasks: int | None = None, *, task_ids: list[int] | None = None, split: str | None = None) -> dict[str, float]:
+    def evaluate(
+        self, tasks: int | None = None, *, task_ids: list[int] | None = None, split: str | None = None,
+        return_episodes: bool = False,
+    ) -> dict[str, float] | tuple[dict[str, float], list[Trajectory]]:
         """Success and score on held-out tasks, one greedy-or-low-temperature episode each.
 
         ``task_ids`` and ``split`` override the config's ``eval_task_ids`` and ``eval_split`` for
-        this call, so one trainer can be measured on its training set and on a held-out split.
+        this call, so one trainer can be measured on its training set and on a held-out split. A
+        task id listed k times is played k times, each episode with its own seed (several
+        episodes per task narrow an interval for less than more tasks). ``return_episodes=True``
+        also returns each episode's ``Trajectory`` in the order of the ids (as Stable-Baselines3's
+        ``evaluate_policy(return_episode_rewards=True)``), for intervals over tasks and episodes.
         """
         c = self.config
         started = time.perf_counter()
@@ -771,7 +778,9 @@ class Trainer:
         with self.dist.full_weights(self.policy):
             rollout = collect(self.policy, venv, config, **reset, row_seeds=seeds)
         self._last_eval_s = time.perf_counter() - started
-        return self.rollout_metrics(self.gathered(rollout), prefix="eval")
+        gathered = self.gathered(rollout)
+        metrics = self.rollout_metrics(gathered, prefix="eval")
+        return (metrics, gathered.trajectories) if return_episodes else metrics
 
     def _evaluation_env(self, count: int, split: str | None) -> GroupedVectorEnv:
         """One vector env per (split, size), built on first use and kept for later evaluations."""
