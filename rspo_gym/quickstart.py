@@ -18,10 +18,11 @@ threads round differently), so the same command prints the same numbers on any m
 time changes. A time limit is opt-in (``time_limit_minutes``), and the summary says when it cut
 training short.
 
-The gain is the paired difference after − before over the same (task, episode seed) pairs, with a
-two-level bootstrap interval over episodes and tasks (``rspo_gym.intervals``): 35 tasks × 4
-episodes at the training temperature give an interval of about ±0.09, where 30 single episodes
-gave ±0.18 on a difference.
+The gain is the paired difference after − before over the same (task, episode seed) pairs. Its
+95 % interval resamples tasks (``rspo_gym.intervals``, one row of per-task means): the episodes of a
+task are nested in it, not a population of their own, so they narrow each task's mean rather than
+being resampled. Several episodes per task at the training temperature narrow the interval for
+less than more tasks would (``valid_seen`` has only 35 of the default type).
 
 For ALFWorld the task set is one task type (default ``pick_and_place_simple``): training tasks from
 the ``train`` split, held-out tasks of the same type from ``valid_seen`` (it has 35). For WebShop it
@@ -36,7 +37,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-__all__ = ["QuickstartConfig", "run_quickstart", "alfworld_task_ids", "plan", "estimated_seconds"]
+__all__ = ["QuickstartConfig", "run_quickstart", "alfworld_task_ids", "plan", "estimated_seconds", "held_out_matrix"]
 
 # Measured on the 2-core development machine, idle, with the defaults (``docs/results.md``): what
 # the up-front estimate scales; the ETA while running rescales it by the speed actually seen.
@@ -201,6 +202,22 @@ def _evaluation_ids(work: dict[str, Any]) -> list[int]:
     return list(work["eval_task_ids"]) * work["eval_episodes"]
 
 
+def held_out_matrix(trainer: Any, work: dict[str, Any]) -> tuple[dict[str, float], list[list[float]]]:
+    """One held-out evaluation of ``trainer``'s policy as the plan says: its metrics and its
+    ``(episodes, tasks)`` success matrix, on the same episode seeds every time it is called."""
+    metrics, trajectories = trainer.evaluate(task_ids=_evaluation_ids(work), return_episodes=True)
+    return metrics, episode_matrix(trajectories, work["eval_task_ids"], work["eval_episodes"])
+
+
+def per_task(matrix: list[list[float]]) -> list[list[float]]:
+    """The ``(episodes, tasks)`` matrix as one row of per-task means: what the interval resamples.
+
+    >>> per_task([[1.0, 0.0], [0.0, 0.0]])
+    [[0.5, 0.0]]
+    """
+    return [[sum(column) / len(column) for column in zip(*matrix)]]
+
+
 class _Clock:
     """Elapsed time, the plan's estimate and an ETA rescaled by the speed seen so far."""
 
@@ -260,7 +277,6 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, A
         iterations=config.iterations, eval_every=0, output_dir=str(out), history_length=config.history_length,
         **{**task_sets(config), **config.trainer_overrides, "eval_seed": config.seed + 1000},
     )
-    eval_ids = _evaluation_ids(work)
     ref = REFERENCE_SECONDS
     expected_eval_s = episodes_per_eval * ref["eval_episode"]
     expected_iteration_s = work["trajectories_per_iteration"] * ref["train_trajectory"]
@@ -270,12 +286,11 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, A
 
     def evaluate(iteration: int) -> None:
         started = time.perf_counter()
-        metrics, trajectories = trainer.evaluate(task_ids=eval_ids, return_episodes=True)
-        matrix = episode_matrix(trajectories, work["eval_task_ids"], config.eval_episodes)
+        metrics, matrix = held_out_matrix(trainer, work)
         matrices[iteration] = matrix
-        mean, low, high = bootstrap_mean_ci(matrix, seed=config.seed)
+        mean, low, high = bootstrap_mean_ci(per_task(matrix), seed=config.seed)
         evaluations.append({"iteration": iteration, "success": mean, "ci_low": low, "ci_high": high,
-                            "score": metrics["eval/score"]})
+                            "score": metrics["eval/score"], "wins": matrix})
         eval_seconds[0] = time.perf_counter() - started
         done_s = ref["load"] + len(evaluations) * expected_eval_s + iteration * expected_iteration_s
         print(f"      iteration {iteration}: held-out success {mean:.1%} [{low:.1%}, {high:.1%}] "
@@ -296,7 +311,7 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, A
     history = trainer.learn(config.iterations, callback=after_iteration, time_budget_s=budget, overwrite=True)
     evaluate(len(history))
     before, after = matrices[0], matrices[len(history)]
-    gain, gain_low, gain_high = paired_difference_ci(after, before, seed=config.seed)
+    gain, gain_low, gain_high = paired_difference_ci(per_task(after), per_task(before), seed=config.seed)
     summary = _summarise(config, work, evaluations, history, (gain, gain_low, gain_high), clock.elapsed(), warm_history)
     title = f"RSPO-{config.base} on {config.env_id} ({config.model})"
     bands = [(e["iteration"], e["ci_low"], e["ci_high"]) for e in evaluations]
