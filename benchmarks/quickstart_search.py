@@ -6,7 +6,7 @@ leaves its folder under ``--output-dir``. A finished run is never rerun, so an i
 resumes. ``--out`` gathers every finished run's before, after, gain with its interval, iterations
 and minutes::
 
-    python benchmarks/quickstart_search.py --candidates default lr1e-3 rank   # the search, seed 0
+    python benchmarks/quickstart_search.py --candidates explorer-12 rank-18 default  # the search, seed 0
     python benchmarks/quickstart_search.py --candidates default --seeds 0 1 2 # the seed check
 
 Run it on an idle machine: the minutes are part of the result (the numbers are not: the work is
@@ -33,13 +33,12 @@ from benchmarks.common import write_json  # noqa: E402
 _DEFAULT_TRAINER = {"learning_rate": 3e-4, "max_turns": 25, "eval_temperature": 1.0, "num_groups": 4, "group_size": 4}
 
 CANDIDATES: dict[str, dict] = {
-    "default": {},
-    "lr1e-3": {"trainer_overrides": {**_DEFAULT_TRAINER, "learning_rate": 1e-3}},
-    "lr1e-4": {"trainer_overrides": {**_DEFAULT_TRAINER, "learning_rate": 1e-4}},
-    # no explorer trajectories: cheaper iterations, so more of them in the same time
-    "rank": {"swap": "rank", "iterations": 18},
-    "evalT0.5": {"trainer_overrides": {**_DEFAULT_TRAINER, "eval_temperature": 0.5}},
-    "groups8x4": {"trainer_overrides": {**_DEFAULT_TRAINER, "num_groups": 8}, "iterations": 8, "eval_every": 4},
+    "default": {},  # RSPO-GRPO, rank swap with the milestones potential, 24 iterations, evaluations at 0, 12, 24
+    # the explorer swap (explorer trajectories and a second update make an iteration ~2x as long)
+    "explorer-12": {"swap": "explorer", "iterations": 12, "eval_every": 6},
+    "explorer-12-lr1e-3": {"swap": "explorer", "iterations": 12, "eval_every": 6,
+                           "trainer_overrides": {**_DEFAULT_TRAINER, "learning_rate": 1e-3}},
+    "rank-18": {"iterations": 18, "eval_every": 6},
 }
 
 _RUN = """

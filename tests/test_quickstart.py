@@ -25,9 +25,10 @@ def _tiny(tmp_path, name: str, **changes) -> QuickstartConfig:
 
 def test_the_default_plan_is_fixed_work_that_does_not_read_the_clock(monkeypatch):
     work = plan(QuickstartConfig())
-    assert (work["iterations"], work["evaluate_after"], work["eval_episodes"]) == (12, [0, 6, 12], 4)
+    assert (work["iterations"], work["evaluate_after"], work["eval_episodes"]) == (24, [0, 12, 24], 4)
     assert len(work["eval_task_ids"]) == 35 and len(work["train_task_ids"]) == 64
-    assert work["trajectories_per_iteration"] == 4 * (4 + 2)  # learner groups plus the explorer's members
+    assert work["trajectories_per_iteration"] == 4 * 4  # the rank swap samples no explorer trajectories
+    assert plan(QuickstartConfig(swap="explorer"))["trajectories_per_iteration"] == 4 * (4 + 2)
     estimate = estimated_seconds(work)
     assert 5 * 60 < estimate <= 10 * 60  # the README's "about 10 minutes on 2 cores"
     for clock in ("time", "perf_counter", "monotonic"):  # a machine whose clock says something else entirely
