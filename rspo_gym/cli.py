@@ -306,7 +306,7 @@ def _quickstart(args: argparse.Namespace) -> int:
 
     config = QuickstartConfig(
         env_id=args.env, base=args.base, swap=args.swap, model=args.model, warm_start=args.warm_start, task_type=args.task_type,
-        train_tasks=args.train_tasks, eval_tasks=args.eval_tasks, eval_episodes=args.eval_episodes,
+        train_tasks=args.train_tasks, eval_tasks=args.eval_tasks, eval_episodes=args.eval_episodes, eval_every=args.eval_every,
         time_limit_minutes=args.time_limit_minutes, iterations=args.iterations, output_dir=args.output_dir, seed=args.seed,
     )
     try:
@@ -342,6 +342,8 @@ def build_parser() -> argparse.ArgumentParser:
     quick.add_argument("--train-tasks", type=int, default=defaults.train_tasks, help="size of the training task set")
     quick.add_argument("--eval-tasks", type=int, default=defaults.eval_tasks, help="held-out tasks per evaluation")
     quick.add_argument("--eval-episodes", type=int, default=defaults.eval_episodes, help="seeded episodes per held-out task")
+    quick.add_argument("--eval-every", type=int, default=defaults.eval_every,
+                       help="also evaluate every this many iterations (0: at the start and the end only)")
     quick.add_argument("--iterations", type=int, default=defaults.iterations, help="RL iterations (the work is fixed, not timed)")
     quick.add_argument("--time-limit-minutes", type=float, default=None,
                        help="opt-in wall-clock limit: training stops early to end by it (the summary says how many iterations ran)")
