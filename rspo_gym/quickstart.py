@@ -39,9 +39,9 @@ from typing import Any
 
 __all__ = ["QuickstartConfig", "run_quickstart", "alfworld_task_ids", "plan", "estimated_seconds", "held_out_matrix"]
 
-# Measured on the 2-core development machine, idle, with the defaults (``docs/results.md``): what
-# the up-front estimate scales; the ETA while running rescales it by the speed actually seen.
-REFERENCE_SECONDS = {"load": 5.0, "eval_episode": 0.35, "train_trajectory": 1.6}
+# Measured on the 2-core development machine, idle, with the defaults (``docs/results.md``: 9.8 min
+# for the run): what the up-front estimate scales; the ETA rescales it by the speed actually seen.
+REFERENCE_SECONDS = {"load": 12.0, "eval_episode": 0.39, "train_trajectory": 1.07}
 
 
 @dataclass
@@ -74,10 +74,10 @@ class QuickstartConfig:
     eval_episodes: int = 4
     """Episodes per held-out task, each with its own seed (the same seeds at every evaluation, so
     before and after are paired)."""
-    eval_every: int = 0
-    """Held-out evaluation every this many iterations too (0: only at the start and the end; each
-    costs about a minute on 2 cores, and evaluation draws no training randomness, so adding some
-    changes no other number)."""
+    eval_every: int = 12
+    """Held-out evaluation every this many iterations too (0: only at the start and the end). Each
+    costs about a minute on 2 cores; evaluation draws no training randomness, so adding or removing
+    some changes no other number."""
     threads: int = 2
     """torch's CPU threads, fixed so that the numbers do not depend on the machine's core count."""
     time_limit_minutes: float | None = None

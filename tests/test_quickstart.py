@@ -25,8 +25,8 @@ def _tiny(tmp_path, name: str, **changes) -> QuickstartConfig:
 
 def test_the_default_plan_is_fixed_work_that_does_not_read_the_clock(monkeypatch):
     work = plan(QuickstartConfig())
-    assert (work["iterations"], work["evaluate_after"], work["eval_episodes"]) == (24, [0, 24], 4)
-    assert plan(QuickstartConfig(eval_every=12))["evaluate_after"] == [0, 12, 24]
+    assert (work["iterations"], work["evaluate_after"], work["eval_episodes"]) == (24, [0, 12, 24], 4)
+    assert plan(QuickstartConfig(eval_every=0))["evaluate_after"] == [0, 24]
     assert len(work["eval_task_ids"]) == 35 and len(work["train_task_ids"]) == 64
     assert work["trajectories_per_iteration"] == 4 * 4  # the rank swap samples no explorer trajectories
     assert plan(QuickstartConfig(swap="explorer"))["trajectories_per_iteration"] == 4 * (4 + 2)
