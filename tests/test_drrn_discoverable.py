@@ -18,7 +18,7 @@ ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("P
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rspo_gym", *args], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "rspo_gym", *args], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=600)
 
 
 def test_train_help_names_drrn():

@@ -31,7 +31,7 @@ def run_folder(request, tmp_path_factory) -> Path:
 
 
 def _run(*command: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *command], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, *command], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=600)
 
 
 def test_rspo_gym_eval_reads_the_run_folder(run_folder):
