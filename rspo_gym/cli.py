@@ -382,7 +382,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="training reward (default: the env's: score on WebShop, outcome elsewhere)")
     train.add_argument("--model", default="tiny",
                        help="tiny (on ALFWorld / WebShop: the env's warm start), tiny-untrained, smollm2-135m, "
-                            "a Hugging Face id or a local path (default: tiny)")
+                            "drrn (the fast path: a small action-scoring network, no LLM; a run in about a minute "
+                            "on a CPU, docs/cli.md), a Hugging Face id or a local path (default: tiny)")
     train.add_argument("--iterations", type=int, default=None, help="iterations (default: the config's)")
     train.add_argument("--seed", type=int, default=None, help="seed of everything (default: the config's: 0)")
     train.add_argument("--group-size", type=int, default=None, help="trajectories per task (default: the config's: 4, PPO 1)")
@@ -404,8 +405,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = commands.add_parser("eval", help="success of a model on held-out tasks; needs the [llm] extra")
     evaluate.add_argument("--env", default=None, help="registered env id (default: the run's, else rspo/ALFWorld-v0)")
     evaluate.add_argument("--model", default="tiny",
-                          help="a trained run folder (or its policy/), tiny (the env's warm start), tiny-untrained, "
-                               "smollm2-135m or an HF id (default: tiny)")
+                          help="a trained run folder (or its policy/) of any model, drrn runs included, tiny (the env's "
+                               "warm start), tiny-untrained, smollm2-135m or an HF id (default: tiny)")
     evaluate.add_argument("--split", default=None, help="held-out split (default: the run's, else the env family's)")
     evaluate.add_argument("--tasks", type=int, default=None,
                           help=f"number of held-out tasks, the split's first (default: the run's tasks, else {EVAL_TASKS})")
