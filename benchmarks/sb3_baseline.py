@@ -1,6 +1,6 @@
 """The non-LLM baseline: sb3-contrib ``MaskablePPO`` over hashed text features vs a random policy.
 
-Trains ``MaskablePPO`` through ``rspo_gym.envs.sb3.make_sb3_env`` (hashed n-gram features, the
+Trains ``MaskablePPO`` through ``rspo_gym.sb3.envs.make_sb3_env`` (hashed n-gram features, the
 k-th admissible command as action ``k``, masked to the admissible ones) and evaluates it on
 held-out tasks against a uniformly random admissible-action policy:
 
@@ -15,7 +15,7 @@ held-out tasks against a uniformly random admissible-action policy:
   search rank) and searches for the instruction itself.
 
 Two policies (``--policy``): ``mlp``, SB3's MLP from one flat feature vector to K logits
-(``layout="flat"``); ``drrn``, ``rspo_gym.algos.sb3_drrn.DRRNPolicy``, which scores each (state,
+(``layout="flat"``); ``drrn``, ``rspo_gym.sb3.drrn.DRRNPolicy``, which scores each (state,
 admissible command) pair with shared weights over ``layout="pairs"`` observations (a state block
 of ``--dim`` and one ``--slot-dim`` block per command), so what it learns about a command holds at
 whatever index the command is listed.
@@ -30,7 +30,7 @@ The trained policy is evaluated greedily (masked argmax) and sampled; the random
 Prints a table (success, WebShop score, steps, wall time) and writes JSON (``--out``, default
 ``results/benchmarks/sb3_baseline.json``; ``sb3_baseline_drrn.json`` with ``--policy drrn``). SB3
 bootstraps at the step limit while our LLM trainers count it as failure (see
-``rspo_gym/envs/sb3.py``); success is ``info["won"]`` in both.
+``rspo_gym/sb3/envs.py``); success is ``info["won"]`` in both.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ import torch  # noqa: E402
 
 import rspo_gym  # noqa: E402,F401  (registers the envs)
 from benchmarks.common import write_json  # noqa: E402
-from rspo_gym.envs.sb3 import make_sb3_env  # noqa: E402
+from rspo_gym.sb3.envs import make_sb3_env  # noqa: E402
 from rspo_gym.envs.wrappers import ProcessReward  # noqa: E402
 
 ENVS = {"alfworld": "rspo/ALFWorld-v0", "webshop": "rspo/WebShop-v0"}
@@ -97,7 +97,7 @@ def run_env(name: str, args: argparse.Namespace) -> dict:
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.env_util import make_vec_env
 
-    from rspo_gym.algos.sb3_drrn import DRRNPolicy
+    from rspo_gym.sb3.drrn import DRRNPolicy
 
     env_id = ENVS[name]
     if name == "alfworld":

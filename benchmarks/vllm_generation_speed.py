@@ -32,7 +32,7 @@ if str(ROOT) not in sys.path:
 
 import torch  # noqa: E402
 
-from rspo_gym.policies.generation import GenerationConfig, GenerationOutput  # noqa: E402
+from rspo_gym.rollout.generation import GenerationConfig, GenerationOutput  # noqa: E402
 from rspo_gym.policies.hf_backend import HFBackend  # noqa: E402
 from rspo_gym.policies.models import load_model  # noqa: E402
 from rspo_gym.policies.vllm_backend import VLLMBackend  # noqa: E402

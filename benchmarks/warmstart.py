@@ -43,7 +43,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 from benchmarks.common import write_json  # noqa: E402
-from rspo_gym.policies.generation import GenerationConfig  # noqa: E402
+from rspo_gym.rollout.generation import GenerationConfig  # noqa: E402
 from rspo_gym.policies.llm import LLMPolicy  # noqa: E402
 from rspo_gym.policies.models import load_model  # noqa: E402
 from rspo_gym.policies.warmstart import WarmStartConfig, warm_start  # noqa: E402

@@ -12,8 +12,8 @@ Needs the ``[llm]`` extra.
 import argparse
 
 from rspo_gym import GRPOTrainer
-from rspo_gym.algos.config import load_config
-from rspo_gym.algos.runs import find_run
+from rspo_gym.training.config import load_config
+from rspo_gym.training.runs import find_run
 
 
 def main(argv=None):

@@ -14,7 +14,7 @@ import numpy as np
 from sb3_contrib import MaskablePPO
 
 import rspo_gym  # noqa: F401 - registers the environments
-from rspo_gym.envs.sb3 import make_sb3_env
+from rspo_gym.sb3.envs import make_sb3_env
 
 
 def main(argv=None):

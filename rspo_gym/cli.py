@@ -27,8 +27,8 @@ from collections.abc import Callable, Sequence
 import gymnasium as gym
 
 import rspo_gym  # noqa: F401 - registers the environments
-from rspo_gym.algos.runs import check_run_folder
-from rspo_gym.algos.validation import check_generation_backend
+from rspo_gym.training.runs import check_run_folder
+from rspo_gym.training.validation import check_generation_backend
 from rspo_gym.errors import UserError
 
 __all__ = ["main"]
@@ -149,8 +149,8 @@ def _require_llm_extra(command: str) -> None:
 def _checked_config(algo: str, overrides: dict):
     """The algorithm's config with ``overrides``: unknown fields (with a did-you-mean) and bad values
     are refused here, before torch, the env or the model is loaded."""
-    from rspo_gym.algos import config as configs
-    from rspo_gym.algos.validation import unknown_fields_error
+    from rspo_gym.training import config as configs
+    from rspo_gym.training.validation import unknown_fields_error
 
     cls = getattr(configs, CONFIG_CLASSES[algo])
     unknown = set(overrides) - {f.name for f in dataclasses.fields(cls)}
@@ -187,8 +187,8 @@ def _train(args: argparse.Namespace) -> int:
         raise UserError(f"--base and --swap are RSPO's: drop them, or use --algo rspo instead of --algo {args.algo}")
     preset = {}
     if args.preset is not None:  # named settings under --set and the flags
-        from rspo_gym.algos import config as configs
-        from rspo_gym.algos.presets import preset_overrides
+        from rspo_gym.training import config as configs
+        from rspo_gym.training.presets import preset_overrides
 
         preset = preset_overrides(args.preset, args.env, getattr(configs, CONFIG_CLASSES[args.algo]))
     overrides = {**preset, **_with_flags(_config_overrides(args.set), flags)}
@@ -221,8 +221,8 @@ EVAL_TASKS = 16
 def _run_settings(model: str) -> tuple[str, str | None, dict]:
     """``(model to load, env id, trainer fields)`` of ``--model``: a run folder or its ``policy/``
     gives its policy, env and ``RUN_EVAL_FIELDS``; any other model gives itself, no env, and none."""
-    from rspo_gym.algos.config import load_config
-    from rspo_gym.algos.runs import find_run
+    from rspo_gym.training.config import load_config
+    from rspo_gym.training.runs import find_run
 
     run = find_run(model)
     if run is None:
@@ -239,7 +239,7 @@ def _eval_plan(args: argparse.Namespace) -> tuple[str, str, dict]:
     """``(env, model, trainer fields)`` of ``rspo-gym eval``: the run's settings, then ``--set``,
     then explicit flags. Task ids belong to their split, so a new split or task count drops the
     run's ids; ``--task-type`` picks that ALFWorld type's first tasks of the held-out split."""
-    from rspo_gym.algos.envs import default_eval_split, env_family
+    from rspo_gym.training.envs import default_eval_split, env_family
 
     _with_flags(_config_overrides(args.set), _given(eval_split=args.split, eval_tasks=args.tasks),
                 {"eval_split": "split", "eval_tasks": "tasks"})  # the flags replace the run's, not a --set
@@ -266,7 +266,7 @@ def _eval_plan(args: argparse.Namespace) -> tuple[str, str, dict]:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from rspo_gym.algos.envs import default_eval_split
+    from rspo_gym.training.envs import default_eval_split
 
     _require_llm_extra("eval")
     env, model, overrides = _eval_plan(args)
@@ -283,7 +283,7 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _config(args: argparse.Namespace) -> int:
-    from rspo_gym.algos.config_reference import ALGORITHM_CONFIGS, render_markdown, render_text
+    from rspo_gym.training.config_reference import ALGORITHM_CONFIGS, render_markdown, render_text
 
     print(render_markdown() if args.markdown else render_text(ALGORITHM_CONFIGS[args.algo]), end="")
     return 0

@@ -242,7 +242,7 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, A
     """Run the quick start; returns the summary (also written to ``summary.md`` / ``summary.json``)."""
     import torch
 
-    from rspo_gym.algos.rspo import RSPOTrainer
+    from rspo_gym.training.rspo import RSPOTrainer
     from rspo_gym.intervals import bootstrap_mean_ci, paired_difference_ci
     from rspo_gym.plotting import plot_learning_curve
     from rspo_gym.policies.llm import LLMPolicy

@@ -21,7 +21,7 @@ class Payload:
 def forged(path, payload: bytes) -> None:
     """``path`` (format 2) with its pickle replaced by ``payload`` and its sha256 recomputed from
     the documented layout, identity and shard list copied: what anyone can write."""
-    from rspo_gym.algos.checkpoints import MAGIC  # torch: imported by the tests that forge
+    from rspo_gym.training.checkpoints import MAGIC  # torch: imported by the tests that forge
 
     data = path.read_bytes()
     (length,) = struct.unpack(">Q", data[-8:])

@@ -54,7 +54,7 @@ def test_train_flags_reach_the_config(monkeypatch):
 
 def test_config_command_lists_every_field_with_default_and_doc(capsys):
     pytest.importorskip("torch")
-    from rspo_gym.algos.config import PPOConfig, RSPOConfig
+    from rspo_gym.training.config import PPOConfig, RSPOConfig
 
     assert main(["config", "--algo", "ppo"]) == 0
     out = capsys.readouterr().out
@@ -70,8 +70,8 @@ def test_config_command_lists_every_field_with_default_and_doc(capsys):
 
 def test_config_fields_inherit_the_doc_matching_their_default():
     pytest.importorskip("torch")
-    from rspo_gym.algos.config import RSPOConfig
-    from rspo_gym.algos.config_reference import config_fields
+    from rspo_gym.training.config import RSPOConfig
+    from rspo_gym.training.config_reference import config_fields
 
     by_name = {f.name: f for f in config_fields(RSPOConfig)}
     # RSPOConfig re-declares group_size = 4 without a doc: TrainerConfig's (default 4), not PPOConfig's (1)

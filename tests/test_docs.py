@@ -59,7 +59,7 @@ def test_broken_link_is_reported(tmp_path):
 
 def test_config_reference_page_is_current():
     pytest.importorskip("torch")
-    from rspo_gym.algos.config_reference import render_markdown
+    from rspo_gym.training.config_reference import render_markdown
 
     committed = (ROOT / "docs" / "config.md").read_text(encoding="utf-8")
     assert committed == render_markdown(), "regenerate it: rspo-gym config --markdown > docs/config.md"

@@ -64,8 +64,8 @@ def test_bad_settings_are_one_line_exit_2_before_torch_loads(args, expected):
 
 
 def test_config_and_validation_import_no_torch():
-    code = ("import sys, time; t = time.perf_counter(); import rspo_gym.cli, rspo_gym.algos.config, rspo_gym.algos.validation, "
-            "rspo_gym.algos.config_reference, rspo_gym.algos.runs; print('torch' in sys.modules, time.perf_counter() - t)")
+    code = ("import sys, time; t = time.perf_counter(); import rspo_gym.cli, rspo_gym.training.config, rspo_gym.training.validation, "
+            "rspo_gym.training.config_reference, rspo_gym.training.runs; print('torch' in sys.modules, time.perf_counter() - t)")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=ENV, capture_output=True, text=True, check=True)
     imported, seconds = done.stdout.split()
     assert imported == "False", "the config path imports torch"

@@ -5,7 +5,7 @@
   loss aggregation, truncated importance weights.
 - Trainers (``GRPOTrainer``, ``PPOTrainer``, ``GiGPOTrainer``, ``RSPOTrainer``) and their configs
   load lazily, so importing the pure functions does not import transformers; the functions load
-  lazily too, so importing the configs (``algos.config``, ``algos.validation``) imports no torch.
+  lazily too, so importing the configs (``training.config``, ``training.validation``) imports no torch.
 """
 
 import rspo_gym
@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 #: the trainers and configs, named at the top level too (``rspo_gym._LAZY``): one map for both
-_TRAINERS = {name: module for name, module in rspo_gym._LAZY.items() if module.startswith("rspo_gym.algos.")}
+_TRAINERS = {name: module for name, module in rspo_gym._LAZY.items() if module.startswith("rspo_gym.training.")}
 __all__ += list(_TRAINERS)
 
 

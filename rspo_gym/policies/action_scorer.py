@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rspo_gym.policies.generation import GenerationConfig, GenerationOutput
+from rspo_gym.rollout.generation import GenerationConfig, GenerationOutput
 
 __all__ = [
     "ACTION_SCORER_MODELS",

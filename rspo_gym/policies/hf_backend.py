@@ -31,7 +31,7 @@ from typing import Sequence
 
 import torch
 
-from rspo_gym.policies.generation import GenerationConfig, GenerationOutput
+from rspo_gym.rollout.generation import GenerationConfig, GenerationOutput
 
 __all__ = ["HFBackend", "ActionTrie", "allowed_token_ids", "sample", "draw", "position_ids", "eos_token_ids"]
 

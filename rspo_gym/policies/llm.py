@@ -26,7 +26,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from rspo_gym.policies.adapters import active_adapter, adapter_parameters, adapters_disabled, is_peft, save_merged
-from rspo_gym.policies.generation import GenerationBackend, GenerationConfig, GenerationOutput
+from rspo_gym.rollout.generation import GenerationBackend, GenerationConfig, GenerationOutput
 from rspo_gym.policies.hf_backend import HFBackend, position_ids
 from rspo_gym.rollout.trajectory import micro_batches
 
@@ -196,7 +196,7 @@ class LLMPolicy:
 
     train_model: nn.Module | None = None
     """A data-parallel engine's wrapper of ``model`` (DDP, FSDP2, DeepSpeed; set by
-    ``algos/distributed.py``) or None. When set, ``forward`` makes one top-level call through it,
+    ``training/distributed.py``) or None. When set, ``forward`` makes one top-level call through it,
     scoring the model's own logits (engines hook the top-level call), and generation keeps using
     ``model``."""
     train_value_head: nn.Module | None = None

@@ -62,7 +62,7 @@ import tempfile
 from typing import Any, Literal, Sequence
 
 from rspo_gym.policies.adapters import merged_weights, save_merged
-from rspo_gym.policies.generation import GenerationConfig, GenerationOutput, refuse_constraints
+from rspo_gym.rollout.generation import GenerationConfig, GenerationOutput, refuse_constraints
 from rspo_gym.policies.hf_backend import eos_token_ids
 
 __all__ = ["VLLMBackend", "VLLMWorkerExtension"]

@@ -55,7 +55,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 from rspo_gym.errors import UserError
 from rspo_gym.policies.adapters import merged_weights
-from rspo_gym.policies.generation import GenerationConfig, GenerationOutput, refuse_constraints
+from rspo_gym.rollout.generation import GenerationConfig, GenerationOutput, refuse_constraints
 from rspo_gym.policies.hf_backend import eos_token_ids
 
 __all__ = [

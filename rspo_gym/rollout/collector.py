@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from rspo_gym.policies.generation import GenerationConfig
+from rspo_gym.rollout.generation import GenerationConfig
 from rspo_gym.rollout.prompts import FittedPrompt, PromptBuilder, parse_action, template_for
 from rspo_gym.rollout.trajectory import Rollout, StepRow, Trajectory
 from rspo_gym.rollout.vector import GroupedVectorEnv

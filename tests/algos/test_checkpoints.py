@@ -18,8 +18,9 @@ pytest.importorskip("transformers")
 
 from safetensors.torch import load_file  # noqa: E402
 
-from rspo_gym.algos import GRPOTrainer, RSPOTrainer, checkpoints  # noqa: E402
-from rspo_gym.algos.checkpoints import MAGIC, claim_run_dir, read_checkpoint, run_identity, tensors_folder, write_checkpoint  # noqa: E402
+from rspo_gym.algos import GRPOTrainer, RSPOTrainer  # noqa: E402
+from rspo_gym.training import checkpoints  # noqa: E402
+from rspo_gym.training.checkpoints import MAGIC, claim_run_dir, read_checkpoint, run_identity, tensors_folder, write_checkpoint  # noqa: E402
 from rspo_gym.errors import UserError  # noqa: E402
 from tests.forged_checkpoint import Payload as _Payload, forged as _forged  # noqa: E402
 

@@ -21,7 +21,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
 from rspo_gym.algos import GRPOTrainer  # noqa: E402
-from rspo_gym.algos.distributed import SingleProcess, group_share, rank_minibatches  # noqa: E402
+from rspo_gym.training.distributed import SingleProcess, group_share, rank_minibatches  # noqa: E402
 
 SCRIPT = Path(__file__).with_name("distributed_run.py")
 sys.path.insert(0, str(SCRIPT.parent))
@@ -199,7 +199,7 @@ MERGED_UNDER_FSDP2 = """
 import sys, torch
 sys.path.insert(0, sys.argv[2])
 from distributed_run import fsdp2_on_cpu
-from rspo_gym.algos.distributed import Accelerated
+from rspo_gym.training.distributed import Accelerated
 from rspo_gym.policies.adapters import merged_weights
 from rspo_gym.policies.models import load_model
 
@@ -285,7 +285,7 @@ def test_bad_env_pool_settings_get_clear_errors():
 
 
 def test_a_lora_learner_under_a_sharding_engine_is_refused_before_any_work(monkeypatch):
-    from rspo_gym.algos import trainer as trainer_module
+    from rspo_gym.training import trainer as trainer_module
     from rspo_gym.errors import UserError
 
     class Sharded(SingleProcess):

@@ -30,7 +30,7 @@ import torch
 
 pytest.importorskip("transformers")
 
-from rspo_gym.algos.checkpoints import read_checkpoint, tensors_folder, write_checkpoint  # noqa: E402
+from rspo_gym.training.checkpoints import read_checkpoint, tensors_folder, write_checkpoint  # noqa: E402
 from rspo_gym.cli import main  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,7 +43,7 @@ ARGS = ["train", "--algo", "grpo", "--model", "tiny-untrained", "--iterations", 
 #: the rename, before the previous checkpoint's shards are removed.
 DYING_WRITE = """
 import os, signal
-from rspo_gym.algos import checkpoints
+from rspo_gym.training import checkpoints
 
 def die():
     os.kill(os.getpid(), signal.SIGKILL)
@@ -70,7 +70,7 @@ def arm():
 #: ``sys.argv[1]`` of iteration ``sys.argv[2]``.
 KILLER = """
 import sys
-from rspo_gym.algos.trainer import Trainer
+from rspo_gym.training.trainer import Trainer
 from rspo_gym.cli import main
 
 point, iteration = sys.argv[1], int(sys.argv[2])

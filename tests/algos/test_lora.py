@@ -10,7 +10,7 @@ pytest.importorskip("peft")
 from transformers import AutoModelForCausalLM  # noqa: E402
 
 from rspo_gym.algos import GRPOTrainer, RSPOTrainer  # noqa: E402
-from rspo_gym.algos.checkpoints import read_checkpoint  # noqa: E402
+from rspo_gym.training.checkpoints import read_checkpoint  # noqa: E402
 from rspo_gym.rollout.trajectory import to_batch  # noqa: E402
 
 SMALL = dict(num_groups=2, group_size=2, max_turns=2, eval_every=0, progress=False, seed=0)

@@ -3,7 +3,7 @@ terminal is a plain line now and then, third-party bars are silenced."""
 
 import pytest
 
-from rspo_gym.algos.progress import (
+from rspo_gym.training.progress import (
     RolloutProgress, ThrottledLines, TrainingProgress, another_iteration_fits, quiet_third_party_progress,
 )
 

@@ -5,7 +5,7 @@ import importlib.util
 
 import pytest
 
-from rspo_gym.algos.reporting import check_report_to, make_reporter
+from rspo_gym.training.reporting import check_report_to, make_reporter
 
 
 def test_unknown_report_to_is_refused():
@@ -71,7 +71,7 @@ def test_a_resumed_run_replaces_the_tensorboard_steps_it_trains_again(tmp_path):
     pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from rspo_gym.algos.reporting import make_reporter
+    from rspo_gym.training.reporting import make_reporter
 
     interrupted = make_reporter("tensorboard", tmp_path, {})
     for step in (1, 2, 3):

@@ -4,9 +4,9 @@ quick start's first evaluation, ``rspo-gym eval``) draws a bar of its own, unles
 
 import pytest
 
-from rspo_gym.algos import progress as progress_module
-from rspo_gym.algos import trainer as trainer_module
-from rspo_gym.algos.progress import TrainingProgress
+from rspo_gym.training import progress as progress_module
+from rspo_gym.training import trainer as trainer_module
+from rspo_gym.training.progress import TrainingProgress
 from rspo_gym.rollout.collector import RolloutCount
 
 pytest.importorskip("torch")
@@ -15,7 +15,7 @@ FAST = dict(model="drrn", iterations=1, num_groups=1, group_size=2, max_turns=2,
 
 
 def test_collect_counts_episodes_turns_and_steps():
-    from rspo_gym.algos.envs import make_vector_env
+    from rspo_gym.training.envs import make_vector_env
     from rspo_gym.policies.action_scorer import ActionScorerPolicy
     from rspo_gym.rollout.collector import CollectConfig, collect
 

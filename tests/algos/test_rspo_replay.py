@@ -53,7 +53,7 @@ def test_importance_weight_levels(level):
     rollout = trainer.collect(1)  # the buffer now holds iteration 0's and 1's explorer trajectories
     for _ in range(3):  # move the learner away from the explorer, so that ratios differ from 1
         trainer.train_on(rollout, 1)
-    from rspo_gym.algos.rspo import merge_replay
+    from rspo_gym.training.rspo import merge_replay
 
     merged = merge_replay(rollout, trainer.buffer, 1, trainer.config.replay_age)
     inputs = trainer.learner_inputs(merged)

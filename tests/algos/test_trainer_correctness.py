@@ -18,11 +18,11 @@ import rspo_gym  # noqa: F401
 pytest.importorskip("transformers")
 
 from rspo_gym.algos import GiGPOTrainer, GRPOTrainer, PPOTrainer, RSPOTrainer  # noqa: E402
-from rspo_gym.algos.config import GiGPOConfig, TrainerConfig  # noqa: E402
-from rspo_gym.algos.gigpo import gigpo_estimate  # noqa: E402
-from rspo_gym.algos.grpo import grpo_estimate  # noqa: E402
-from rspo_gym.algos.rspo import merge_replay  # noqa: E402
-from rspo_gym.algos.trainer import Estimate, RewardView  # noqa: E402
+from rspo_gym.training.config import GiGPOConfig, TrainerConfig  # noqa: E402
+from rspo_gym.training.gigpo import gigpo_estimate  # noqa: E402
+from rspo_gym.training.grpo import grpo_estimate  # noqa: E402
+from rspo_gym.training.rspo import merge_replay  # noqa: E402
+from rspo_gym.training.trainer import Estimate, RewardView  # noqa: E402
 from rspo_gym.rollout.trajectory import Rollout, StepRow, Trajectory, pack_by_tokens, to_batch  # noqa: E402
 
 TINY = dict(num_groups=2, group_size=2, max_turns=2, eval_every=0, progress=False, seed=0)

@@ -11,7 +11,7 @@ import rspo_gym  # noqa: F401
 pytest.importorskip("transformers")
 
 from rspo_gym.algos import GiGPOTrainer, GRPOTrainer, PPOTrainer, RSPOTrainer  # noqa: E402
-from rspo_gym.algos.rspo import merge_replay  # noqa: E402
+from rspo_gym.training.rspo import merge_replay  # noqa: E402
 
 SMALL = dict(iterations=1, num_groups=2, group_size=2, max_turns=2, eval_every=1, eval_tasks=2, progress=False)
 
@@ -145,7 +145,7 @@ def test_bad_arguments_get_clear_errors():
 
 
 def test_time_budget_stops_after_an_evaluated_iteration(tmp_path, monkeypatch, capsys):
-    from rspo_gym.algos import trainer as trainer_module
+    from rspo_gym.training import trainer as trainer_module
 
     monkeypatch.setattr(trainer_module, "another_iteration_fits", lambda *args: False)  # the budget allows one
     trainer = GRPOTrainer("rspo/ALFWorld-v0", output_dir=str(tmp_path), **dict(SMALL, iterations=5, eval_every=10))
@@ -241,7 +241,7 @@ def test_learn_without_output_dir_writes_a_complete_run_folder(tmp_path, monkeyp
 
     from transformers import AutoModelForCausalLM
 
-    from rspo_gym.algos.config import TrainerConfig
+    from rspo_gym.training.config import TrainerConfig
 
     runs = tmp_path / "runs"
     monkeypatch.setenv("RSPO_GYM_RUNS_DIR", str(runs))
@@ -266,7 +266,7 @@ def test_learn_without_output_dir_writes_a_complete_run_folder(tmp_path, monkeyp
 
 
 def test_run_folders_never_collide(tmp_path):
-    from rspo_gym.algos.runs import create_run_dir, run_name
+    from rspo_gym.training.runs import create_run_dir, run_name
 
     name = run_name("rspo-grpo-explorer", "rspo/ALFWorld-v0", "20250101-120000")
     assert name == "rspo-grpo-explorer-ALFWorld-v0-20250101-120000"

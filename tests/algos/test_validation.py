@@ -4,8 +4,8 @@ from dataclasses import fields
 
 import pytest
 
-from rspo_gym.algos.config import GiGPOConfig, PPOConfig, RSPOConfig, TrainerConfig
-from rspo_gym.algos.validation import CHOICES, RULES, unknown_fields_error
+from rspo_gym.training.config import GiGPOConfig, PPOConfig, RSPOConfig, TrainerConfig
+from rspo_gym.training.validation import CHOICES, RULES, unknown_fields_error
 from rspo_gym.errors import UserError
 
 NONSENSE = [
@@ -84,7 +84,8 @@ def test_rspo_learner_cannot_train_on_the_dense_reward():
 
 def test_choices_agree_with_the_modules_that_implement_them():
     pytest.importorskip("torch")
-    from rspo_gym.algos import advantages, losses, reporting, rewards, rspo, trainer
+    from rspo_gym.algos import advantages, losses, rewards
+    from rspo_gym.training import reporting, rspo, trainer
 
     assert CHOICES["loss_agg"] == losses.TRAINING_AGG_MODES
     assert set(CHOICES["kl_kind"]) == set(losses._KL_KINDS)

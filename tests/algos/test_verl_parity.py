@@ -17,9 +17,9 @@ import rspo_gym  # noqa: F401
 pytest.importorskip("transformers")
 
 from rspo_gym.algos import GRPOTrainer  # noqa: E402
-from rspo_gym.algos.config import TrainerConfig  # noqa: E402
+from rspo_gym.training.config import TrainerConfig  # noqa: E402
 from rspo_gym.algos.losses import truncated_is_weights  # noqa: E402
-from rspo_gym.algos.trainer import Estimate  # noqa: E402
+from rspo_gym.training.trainer import Estimate  # noqa: E402
 from rspo_gym.errors import UserError  # noqa: E402
 from rspo_gym.rollout.trajectory import pack_by_tokens, to_batch  # noqa: E402
 
@@ -202,7 +202,7 @@ def test_similarity_merges_two_near_identical_anchors_into_one_step_group():
     episode, _ = gigpo_advantages(*args, norm="mean", omega=0.0)
     assert (exact - episode).tolist() == [0.0, 0.0, 0.0]  # singletons: no step-level term
     assert (similar - episode).tolist() == pytest.approx([0.5, -0.5, 0.0])
-    from rspo_gym.algos.config import GiGPOConfig
+    from rspo_gym.training.config import GiGPOConfig
 
     assert GiGPOConfig().enable_similarity is False and GiGPOConfig().similarity_thresh == 0.95
 
@@ -210,7 +210,7 @@ def test_similarity_merges_two_near_identical_anchors_into_one_step_group():
 # ----------------------------------------------------------------------------- KL in the reward
 def test_kl_reward_penalty_and_controllers_match_hand_computed_values():
     from rspo_gym.algos.kl_control import KL_CONTROLLERS, kl_reward_penalty, next_kl_coef, penalised_scores
-    from rspo_gym.algos.validation import CHOICES
+    from rspo_gym.training.validation import CHOICES
 
     assert CHOICES["kl_ctrl"] == KL_CONTROLLERS
     old = torch.tensor([[-1.0, -2.0, -0.5], [-0.2, -0.3, 0.0]])
@@ -229,7 +229,7 @@ def test_kl_reward_penalty_and_controllers_match_hand_computed_values():
 
 
 def test_kl_in_the_reward_lowers_each_rows_score_moves_beta_and_leaves_the_loss():
-    from rspo_gym.algos.grpo import grpo_estimate
+    from rspo_gym.training.grpo import grpo_estimate
     from rspo_gym.algos.kl_control import adaptive_kl_coef
 
     with pytest.raises(UserError, match=r"^use_kl_in_reward needs kl_coef > 0"):
@@ -278,7 +278,7 @@ def _counting_collect(trainer) -> list[int]:
 
 
 def test_informative_groups_keep_mixed_outcomes_and_singletons():
-    from rspo_gym.algos.dynamic_sampling import informative_groups
+    from rspo_gym.training.dynamic_sampling import informative_groups
 
     assert informative_groups([3, 3, 3, 1, 1, 7], [10.0, 10.0, 10.0, 0.0, 10.0, 0.0]) == [1, 7]
     assert informative_groups([0, 0], [0.0, 0.0]) == []
@@ -327,7 +327,7 @@ def test_rspo_explorer_filters_on_the_group_it_updates_and_replays_every_rollout
 # ----------------------------------------------------------------------------- a separate critic
 def test_the_separate_critics_updates_leave_the_policys_weights_untouched_and_ppo_trains_with_it():
     from rspo_gym.algos import PPOTrainer
-    from rspo_gym.algos.config import PPOConfig
+    from rspo_gym.training.config import PPOConfig
 
     assert PPOConfig().critic == "head"
     settings = dict(TINY, group_size=1, num_groups=3, critic="separate", critic_model="tiny-untrained")
@@ -377,8 +377,8 @@ def _cell(text: str):
 
 def test_the_verl_agent_preset_equals_the_docs_table_and_is_one_word_from_python_and_the_cli(monkeypatch):
     from rspo_gym.algos import GiGPOTrainer
-    from rspo_gym.algos.config import GiGPOConfig, TrainerConfig
-    from rspo_gym.algos.presets import preset_overrides
+    from rspo_gym.training.config import GiGPOConfig, TrainerConfig
+    from rspo_gym.training.presets import preset_overrides
     from rspo_gym import cli
 
     table = _preset_table()

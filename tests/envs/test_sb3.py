@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import rspo_gym  # noqa: F401
-from rspo_gym.envs.sb3 import (
+from rspo_gym.sb3.envs import (
     INVALID_ACTION,
     ActionSlotFeaturizer,
     AdmissibleActionIndex,
@@ -29,7 +29,7 @@ def _alfworld(**kwargs) -> gym.Env:
 def test_features_are_identical_across_python_hash_seeds():
     here = TextFeaturizer(_alfworld(), dim=4096).featurize(TEXT["observation"], task=TEXT["task"], actions=TEXT["actions"])
     code = (
-        "import sys, gymnasium as gym, rspo_gym; from rspo_gym.envs.sb3 import TextFeaturizer; "
+        "import sys, gymnasium as gym, rspo_gym; from rspo_gym.sb3.envs import TextFeaturizer; "
         f"v = TextFeaturizer(gym.make('rspo/ALFWorld-v0'), dim=4096).featurize({TEXT['observation']!r}, "
         f"task={TEXT['task']!r}, actions={TEXT['actions']!r}); sys.stdout.write(' '.join(map(str, v.nonzero()[0])))"
     )
@@ -161,7 +161,7 @@ def _policies(state_dim: int = 32, slot_dim: int = 16, num_slots: int = 8):
     from gymnasium import spaces
     from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 
-    from rspo_gym.algos.sb3_drrn import DRRNPolicy
+    from rspo_gym.sb3.drrn import DRRNPolicy
 
     torch.manual_seed(0)
     obs_space = spaces.Box(0.0, 1.0, (state_dim + num_slots * slot_dim,), np.float32)
@@ -209,7 +209,7 @@ def test_drrn_policy_checks_the_layout():
     pytest.importorskip("sb3_contrib")
     from gymnasium import spaces
 
-    from rspo_gym.algos.sb3_drrn import DRRNPolicy
+    from rspo_gym.sb3.drrn import DRRNPolicy
 
     with pytest.raises(ValueError, match="state_dim"):
         DRRNPolicy(spaces.Box(0.0, 1.0, (100,), np.float32), spaces.Discrete(8), lambda _: 3e-4, state_dim=30)
@@ -222,7 +222,7 @@ def test_maskable_ppo_learns_a_few_steps_with_the_drrn_policy(tmp_path):
     import torch
     from sb3_contrib import MaskablePPO
 
-    from rspo_gym.algos.sb3_drrn import DRRNPolicy
+    from rspo_gym.sb3.drrn import DRRNPolicy
 
     torch.set_num_threads(1)
     env = make_sb3_env("rspo/ALFWorld-v0", split="valid_seen", layout="pairs", dim=512, num_actions=64, slot_dim=64)

@@ -5,9 +5,9 @@ import torch
 
 import rspo_gym  # noqa: F401
 from rspo_gym.algos import GiGPOTrainer, GRPOTrainer, PPOTrainer, RSPOTrainer
-from rspo_gym.algos.envs import make_vector_env
+from rspo_gym.training.envs import make_vector_env
 from rspo_gym.policies.action_scorer import ActionScorerPolicy, HashingTokenizer
-from rspo_gym.policies.generation import GenerationConfig
+from rspo_gym.rollout.generation import GenerationConfig
 from rspo_gym.rollout.collector import CollectConfig, collect
 from rspo_gym.rollout.trajectory import to_batch
 

@@ -9,7 +9,7 @@ pytest.importorskip("transformers")
 import torch  # noqa: E402
 
 import rspo_gym  # noqa: E402,F401  (registers the environments)
-from rspo_gym.policies.generation import GenerationConfig  # noqa: E402
+from rspo_gym.rollout.generation import GenerationConfig  # noqa: E402
 from rspo_gym.policies.hf_backend import allowed_token_ids, eos_token_ids, position_ids  # noqa: E402
 from rspo_gym.policies.llm import load_policy, token_logprobs  # noqa: E402
 from rspo_gym.rollout.collector import CollectConfig, collect, constrained_choices  # noqa: E402

@@ -125,7 +125,7 @@ def test_smollm2_without_its_package_says_what_to_install(tmp_path, monkeypatch)
 
 
 def _webshop_scores(policy, goals: int) -> list[float]:
-    from rspo_gym.policies.generation import GenerationConfig
+    from rspo_gym.rollout.generation import GenerationConfig
     from rspo_gym.rollout import CollectConfig, GroupedVectorEnv, collect
 
     venv = GroupedVectorEnv("rspo/WebShop-v0", num_groups=goals, group_size=1, env_kwargs={"split": "test"})
@@ -190,7 +190,7 @@ def test_smollm2_converts_once_and_answers(tmp_path):
 )
 def test_load_policy_smollm2_answers_through_the_rollout_backend():
     """The issue's entry point: ``load_policy("smollm2-135m")`` and our own batched sampler."""
-    from rspo_gym.policies.generation import GenerationConfig
+    from rspo_gym.rollout.generation import GenerationConfig
     from rspo_gym.policies.llm import load_policy
 
     policy = load_policy("smollm2-135m", device="cpu")

@@ -10,7 +10,7 @@ pytest.importorskip("transformers")
 import torch  # noqa: E402
 from torch.overrides import TorchFunctionMode  # noqa: E402
 
-from rspo_gym.policies.generation import GenerationConfig  # noqa: E402
+from rspo_gym.rollout.generation import GenerationConfig  # noqa: E402
 from rspo_gym.policies.hf_backend import HFBackend, sample  # noqa: E402
 from rspo_gym.policies.models import load_model  # noqa: E402
 

@@ -22,7 +22,7 @@ import torch  # noqa: E402
 from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: E402
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM  # noqa: E402
 
-from rspo_gym.policies.generation import GenerationConfig, GenerationOutput  # noqa: E402
+from rspo_gym.rollout.generation import GenerationConfig, GenerationOutput  # noqa: E402
 from rspo_gym.policies.vllm_backend import VLLMBackend  # noqa: E402
 
 TOLERANCE = 1e-3

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from rspo_gym.errors import UserError
-from rspo_gym.policies.generation import GenerationConfig
+from rspo_gym.rollout.generation import GenerationConfig
 from rspo_gym.policies.models import load_model
 from rspo_gym.policies.vllm_server import VLLMServerBackend, VLLMServerClient, routable_address
 from tests.policies.fake_vllm_server import CopyTransport, FakeVLLMServer

@@ -33,7 +33,7 @@ pytest.importorskip("vllm")
 import torch  # noqa: E402
 
 from rspo_gym.errors import UserError  # noqa: E402
-from rspo_gym.policies.generation import GenerationConfig  # noqa: E402
+from rspo_gym.rollout.generation import GenerationConfig  # noqa: E402
 from rspo_gym.policies.vllm_server import NCCLWeightTransport, VLLMServerBackend, VLLMServerClient  # noqa: E402
 from tests.policies.test_vllm_backend import PROMPTS, TOLERANCE, make_backend, max_logprob_gap, perturb, tiny_model  # noqa: E402
 

@@ -4,7 +4,7 @@ pytest.importorskip("transformers")
 
 import torch  # noqa: E402
 
-from rspo_gym.policies.generation import GenerationConfig, GenerationOutput  # noqa: E402
+from rspo_gym.rollout.generation import GenerationConfig, GenerationOutput  # noqa: E402
 from rspo_gym.policies.hf_backend import eos_token_ids  # noqa: E402
 from rspo_gym.policies.llm import LLMPolicy  # noqa: E402
 from rspo_gym.policies.models import load_model  # noqa: E402

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import rspo_gym  # noqa: F401
-from rspo_gym.policies.generation import GenerationConfig, GenerationOutput
+from rspo_gym.rollout.generation import GenerationConfig, GenerationOutput
 from rspo_gym.rollout.adapters import DiscreteTextAdapter
 from rspo_gym.rollout.collector import CollectConfig, collect, constrained_choices
 from rspo_gym.rollout.trajectory import to_batch

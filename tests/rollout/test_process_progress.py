@@ -9,9 +9,9 @@ import gymnasium as gym
 import pytest
 
 import rspo_gym  # noqa: F401
-from rspo_gym.algos.envs import ProcessSettings, make_vector_env
+from rspo_gym.training.envs import ProcessSettings, make_vector_env
 from rspo_gym.envs.wrappers import ProcessReward
-from rspo_gym.policies.generation import GenerationOutput
+from rspo_gym.rollout.generation import GenerationOutput
 from rspo_gym.rollout.collector import CollectConfig, collect
 
 ENVS = {

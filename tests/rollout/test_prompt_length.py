@@ -3,8 +3,8 @@
 import pytest
 
 import rspo_gym  # noqa: F401
-from rspo_gym.algos.trainer import Trainer
-from rspo_gym.policies.generation import GenerationConfig, GenerationOutput
+from rspo_gym.training.trainer import Trainer
+from rspo_gym.rollout.generation import GenerationConfig, GenerationOutput
 from rspo_gym.rollout.collector import CollectConfig, collect
 from rspo_gym.rollout.prompts import ALFWORLD, PromptBuilder
 from rspo_gym.rollout.vector import GroupedVectorEnv

@@ -316,7 +316,7 @@ RULES: dict[str, Rule] = {
 def validate_config(config: Any) -> None:
     """Raise ``UserError`` naming the first field of ``config`` whose value is not allowed.
 
-    >>> from rspo_gym.algos.config import TrainerConfig
+    >>> from rspo_gym.training.config import TrainerConfig
     >>> TrainerConfig(max_turns=0)
     Traceback (most recent call last):
     ...
@@ -354,7 +354,7 @@ def _check_across_fields(config: Any) -> None:
 def unknown_fields_error(config_class: type, names: Iterable[str]) -> UnknownFieldError:
     """The error for ``names`` that ``config_class`` lacks, each with its closest field, if any.
 
-    >>> from rspo_gym.algos.config import TrainerConfig
+    >>> from rspo_gym.training.config import TrainerConfig
     >>> str(unknown_fields_error(TrainerConfig, ["num_grups"]))
     "unknown TrainerConfig field 'num_grups' (did you mean 'num_groups'?)"
     """

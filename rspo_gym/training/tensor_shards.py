@@ -7,7 +7,7 @@
 - ``shard_layout`` / ``tensor_data``: a shard's safetensors header and its tensors' bytes, in the
   order a writer streams them.
 
-Pure functions: no files. ``algos/checkpoints.py`` writes the skeleton and the shards.
+Pure functions: no files. ``training/checkpoints.py`` writes the skeleton and the shards.
 
 A tensor reached through dicts, lists and tuples is named by its path (``policy/model/lm_head.weight``,
 ``optimizer/state/0/exp_avg``), so a shard is readable by any safetensors tool; one inside another
@@ -39,7 +39,7 @@ from typing import Any, Iterator
 
 import torch
 
-from rspo_gym.algos.safe_pickle import SafeUnpickler
+from rspo_gym.training.safe_pickle import SafeUnpickler
 
 __all__ = ["STORABLE_DTYPES", "split_state", "join_state", "plan_shards", "shard_layout", "tensor_data", "tensor_bytes"]
 

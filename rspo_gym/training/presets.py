@@ -42,7 +42,7 @@ def preset_overrides(name: str, env: Any, config_class: type) -> dict[str, Any]:
     """The config fields preset ``name`` sets on ``env`` (an env id, or an env with a ``spec``) for
     ``config_class``: its shared settings, then the env's, less the fields the class lacks.
 
-    >>> from rspo_gym.algos.config import TrainerConfig
+    >>> from rspo_gym.training.config import TrainerConfig
     >>> s = preset_overrides("verl-agent", "rspo/WebShop-v0", TrainerConfig)
     >>> s["max_prompt_length"], s["learning_rate"], "gamma" in s
     (4096, 1e-06, False)

@@ -16,9 +16,9 @@ from typing import Any
 import torch
 
 from rspo_gym.algos.advantages import gae_advantages
-from rspo_gym.algos.config import PPOConfig
+from rspo_gym.training.config import PPOConfig
 from rspo_gym.algos.rewards import invalid_penalty
-from rspo_gym.algos.trainer import Estimate, RewardView, Trainer
+from rspo_gym.training.trainer import Estimate, RewardView, Trainer
 from rspo_gym.errors import UserError
 
 __all__ = ["PPOTrainer", "ppo_estimate"]
@@ -67,7 +67,7 @@ class PPOTrainer(Trainer):
     def _make_critic(self):
         """The separate critic: ``critic_model`` loaded anew, else the policy's starting model (a
         fresh load by name, or a copy of a given policy's model), in the policy's precision."""
-        from rspo_gym.algos.defaults import resolve_model
+        from rspo_gym.training.defaults import resolve_model
         from rspo_gym.policies.critic import LMCritic
         from rspo_gym.policies.llm import LLMPolicy
         from rspo_gym.policies.models import load_model

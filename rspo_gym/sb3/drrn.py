@@ -1,6 +1,6 @@
 """A DRRN-style policy for sb3-contrib's ``MaskablePPO``: one shared scorer over (state, command) pairs.
 
-``make_sb3_env(..., layout="pairs")`` (``rspo_gym.envs.sb3.ActionSlotFeaturizer``) lays each
+``make_sb3_env(..., layout="pairs")`` (``rspo_gym.sb3.envs.ActionSlotFeaturizer``) lays each
 observation out as ``[state (state_dim) | slot 0 | ... | slot K-1]``, slot ``k`` describing the
 k-th admissible command. :class:`DRRNPolicy` encodes the state and every slot with two MLPs and
 scores each (state, slot) pair with one shared scorer, as the Deep Reinforcement Relevance Network
@@ -17,8 +17,8 @@ learnt about "take the task's object" applies wherever that command is listed.
 Usage::
 
     from sb3_contrib import MaskablePPO
-    from rspo_gym.algos.sb3_drrn import DRRNPolicy
-    from rspo_gym.envs.sb3 import make_sb3_env
+    from rspo_gym.sb3.drrn import DRRNPolicy
+    from rspo_gym.sb3.envs import make_sb3_env
 
     env = make_sb3_env("rspo/ALFWorld-v0", layout="pairs", dim=4096)
     model = MaskablePPO(DRRNPolicy, env, policy_kwargs={"state_dim": 4096, "net_arch": [128, 128]})
@@ -41,7 +41,7 @@ try:
     from torch import nn
 except ImportError as error:  # pragma: no cover - depends on the installed extras
     raise ImportError(
-        "rspo_gym.algos.sb3_drrn needs torch and sb3-contrib: install the [sb3] extra, pip install 'rspo-gym[sb3]'"
+        "rspo_gym.sb3.drrn needs torch and sb3-contrib: install the [sb3] extra, pip install 'rspo-gym[sb3]'"
     ) from error
 
 __all__ = ["DRRNExtractor", "DRRNPolicy"]

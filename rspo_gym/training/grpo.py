@@ -15,9 +15,9 @@ Logging to .../grpo-ALFWorld-v0-...
 from __future__ import annotations
 
 from rspo_gym.algos.advantages import grpo_advantages
-from rspo_gym.algos.config import TrainerConfig
+from rspo_gym.training.config import TrainerConfig
 from rspo_gym.algos.kl_control import penalised_scores
-from rspo_gym.algos.trainer import Estimate, RewardView, Trainer
+from rspo_gym.training.trainer import Estimate, RewardView, Trainer
 
 __all__ = ["GRPOTrainer", "grpo_estimate"]
 

@@ -9,9 +9,9 @@ step return after discounting.
 from __future__ import annotations
 
 from rspo_gym.algos.advantages import gigpo_advantages
-from rspo_gym.algos.config import GiGPOConfig
+from rspo_gym.training.config import GiGPOConfig
 from rspo_gym.algos.kl_control import penalised_scores
-from rspo_gym.algos.trainer import Estimate, RewardView, Trainer
+from rspo_gym.training.trainer import Estimate, RewardView, Trainer
 
 __all__ = ["GiGPOTrainer", "gigpo_estimate"]
 

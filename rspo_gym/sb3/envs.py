@@ -4,7 +4,7 @@
 - ``AdmissibleActionIndex``: ``Discrete(K)`` actions, the k-th admissible command of the current state.
 - ``TextFeaturizer``: text observations to a fixed ``Box(float32, (dim,))`` of hashed n-gram features.
 - ``ActionSlotFeaturizer``: the state's features and one block per action index describing its
-  command, for policies that score each (state, command) pair (``rspo_gym.algos.sb3_drrn``).
+  command, for policies that score each (state, command) pair (``rspo_gym.sb3.drrn``).
 - ``action_mask``: the valid-index mask for sb3-contrib's ``ActionMasker`` / ``MaskablePPO``.
 - ``make_sb3_env``: the stack of the above (and ``ActionMasker``) for an env id.
 
@@ -263,7 +263,7 @@ class ActionSlotFeaturizer(TextFeaturizer):
     A flat MLP over one vector of features must learn what *index* k is worth, yet the command at
     index k changes every step. Here each of the ``K`` indices of the :class:`AdmissibleActionIndex`
     inside gets its own block describing its command, so a policy that scores every (state, slot)
-    pair with shared weights (``rspo_gym.algos.sb3_drrn.DRRNPolicy``, after DRRN, He et al. 2016)
+    pair with shared weights (``rspo_gym.sb3.drrn.DRRNPolicy``, after DRRN, He et al. 2016)
     learns what a *command* is worth, wherever it is listed. The state block is
     :class:`TextFeaturizer`'s (task, observation, last commands) plus what is held; a slot without
     a command is all zeros. Slot ``k`` holds 0/1 features of its command at ``crc32 % slot_dim``,
@@ -385,7 +385,7 @@ def make_sb3_env(
     sb3-contrib ``ActionMasker(action_mask)``. ``kwargs`` go to ``gym.make``. The featurizer is
     ``TextFeaturizer(dim, history, slots)`` for ``layout="flat"`` (one vector, for an MLP policy) or
     ``ActionSlotFeaturizer(dim, history, slot_dim, positions=not sort)`` for ``layout="pairs"``
-    (a state block and one block per index, for ``rspo_gym.algos.sb3_drrn.DRRNPolicy``, whose
+    (a state block and one block per index, for ``rspo_gym.sb3.drrn.DRRNPolicy``, whose
     ``state_dim`` is ``dim``; ``slot_features`` is a flat-layout option).
 
     >>> import pytest, rspo_gym

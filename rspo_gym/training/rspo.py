@@ -39,15 +39,15 @@ from typing import Any
 import torch
 
 from rspo_gym.algos.advantages import rank_swap
-from rspo_gym.algos.config import RSPOConfig
-from rspo_gym.algos.dynamic_sampling import concat_rollouts
-from rspo_gym.algos.envs import env_pool_settings, make_vector_env
-from rspo_gym.algos.gigpo import gigpo_estimate
-from rspo_gym.algos.grpo import grpo_estimate
+from rspo_gym.training.config import RSPOConfig
+from rspo_gym.training.dynamic_sampling import concat_rollouts
+from rspo_gym.training.envs import env_pool_settings, make_vector_env
+from rspo_gym.training.gigpo import gigpo_estimate
+from rspo_gym.training.grpo import grpo_estimate
 from rspo_gym.algos.losses import trajectory_is_weights, truncated_is_weights
-from rspo_gym.algos.ppo import ppo_estimate
+from rspo_gym.training.ppo import ppo_estimate
 from rspo_gym.algos.rewards import episode_scores
-from rspo_gym.algos.trainer import Estimate, RewardView, Trainer
+from rspo_gym.training.trainer import Estimate, RewardView, Trainer
 from rspo_gym.errors import UserError
 from rspo_gym.rollout.collector import collect
 from rspo_gym.rollout.trajectory import Rollout, to_batch

@@ -76,7 +76,7 @@ def env_pool_settings(config: Any) -> dict[str, Any]:
     """``make_vector_env``'s ``processes`` and ``pool`` for a config's ``env_pool`` / ``env_workers``
     (values the config has already checked, ``validation.RULES``).
 
-    >>> from rspo_gym.algos.config import TrainerConfig
+    >>> from rspo_gym.training.config import TrainerConfig
     >>> env_pool_settings(TrainerConfig(env_pool="ray", env_workers=4))
     {'processes': 4, 'pool': 'ray'}
     >>> env_pool_settings(TrainerConfig(processes=3))

@@ -7,7 +7,7 @@
 Defaults are sized for a CPU and the ``tiny`` model; the verl-agent values used for the published
 runs are given in the field docs where they differ. Fields whose right value
 depends on the env or the model (``max_turns``, ``history_length``, ``reward``) default to None and
-are filled in by the trainer (``algos/defaults.py``), so a run configured with nothing matches how
+are filled in by the trainer (``training/defaults.py``), so a run configured with nothing matches how
 its starting model was trained and what its env rewards.
 """
 
@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from rspo_gym.algos.validation import unknown_fields_error, validate_config
+from rspo_gym.training.validation import unknown_fields_error, validate_config
 
 __all__ = ["TrainerConfig", "GiGPOConfig", "PPOConfig", "RSPOConfig", "RUN_INFO_KEYS", "save_config", "load_config"]
 

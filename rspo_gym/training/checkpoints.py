@@ -5,7 +5,7 @@
 - ``write_checkpoint`` / ``read_checkpoint``: the trainer state in two parts. Its tensors go into
   safetensors shards of at most ``MAX_SHARD_SIZE`` bytes in a fresh folder
   ``checkpoint_tensors/<tag>/``; ``checkpoint.pt`` holds the rest (a pickle in which each tensor
-  is a name: ``algos/tensor_shards.py``), every shard's name, size and sha256, the run's identity
+  is a name: ``training/tensor_shards.py``), every shard's name, size and sha256, the run's identity
   and a sha256 over all of it. Reading checks that digest, then the identity, then every shard's
   size and sha256, before anything is loaded (to the CPU), and says in one line what is wrong.
 - ``claim_run_dir``: a fresh run refuses a folder that holds another run unless told to
@@ -57,8 +57,8 @@ from typing import Any, BinaryIO, Iterable
 
 import torch
 
-from rspo_gym.algos.safe_pickle import allowed_classes
-from rspo_gym.algos.tensor_shards import join_state, plan_shards, shard_layout, split_state, tensor_data
+from rspo_gym.training.safe_pickle import allowed_classes
+from rspo_gym.training.tensor_shards import join_state, plan_shards, shard_layout, split_state, tensor_data
 from rspo_gym.errors import UserError
 
 __all__ = [

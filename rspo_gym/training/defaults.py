@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TypeVar
 
-from rspo_gym.algos.config import TrainerConfig
-from rspo_gym.algos.envs import env_family
+from rspo_gym.training.config import TrainerConfig
+from rspo_gym.training.envs import env_family
 
 __all__ = ["WARM_STARTS", "resolve_model", "default_reward", "default_history_length", "resolve_config"]
 

@@ -34,28 +34,28 @@ from typing import Any, Callable, Hashable, Iterator
 import numpy as np
 import torch
 
-from rspo_gym.algos.checkpoints import (
+from rspo_gym.training.checkpoints import (
     claim_run_dir, read_checkpoint, remove_stale, restore_metrics, run_identity, save_tag, write_checkpoint,
 )
-from rspo_gym.algos.config import TrainerConfig, save_config
-from rspo_gym.algos.defaults import resolve_config, resolve_model
-from rspo_gym.algos.dynamic_sampling import concat_rollouts, informative_groups, offset_ids, select_groups
-from rspo_gym.algos.distributed import detect, group_share, rank_minibatches
-from rspo_gym.algos.envs import ProcessSettings, default_eval_split, env_pool_settings, make_vector_env
+from rspo_gym.training.config import TrainerConfig, save_config
+from rspo_gym.training.defaults import resolve_config, resolve_model
+from rspo_gym.training.dynamic_sampling import concat_rollouts, informative_groups, offset_ids, select_groups
+from rspo_gym.training.distributed import detect, group_share, rank_minibatches
+from rspo_gym.training.envs import ProcessSettings, default_eval_split, env_pool_settings, make_vector_env
 from rspo_gym.algos.kl_control import kl_reward_penalty, next_kl_coef
 from rspo_gym.algos.losses import agg_loss, forced_token_mask, kl_penalty, ppo_policy_loss, truncated_is_weights, value_loss
-from rspo_gym.algos.presets import preset_overrides
-from rspo_gym.algos.progress import RolloutProgress, TrainingProgress, another_iteration_fits, quiet_third_party_progress
-from rspo_gym.algos.reporting import check_report_to, make_reporter
+from rspo_gym.training.presets import preset_overrides
+from rspo_gym.training.progress import RolloutProgress, TrainingProgress, another_iteration_fits, quiet_third_party_progress
+from rspo_gym.training.reporting import check_report_to, make_reporter
 from rspo_gym.algos.rewards import episode_scores, training_step_rewards
-from rspo_gym.algos.runs import check_run_folder, create_run_dir, run_name, runs_dir
+from rspo_gym.training.runs import check_run_folder, create_run_dir, run_name, runs_dir
 from rspo_gym.algos.schedules import lr_factor
-from rspo_gym.algos.validation import (
+from rspo_gym.training.validation import (
     check_env_id, check_eval_split, check_generation_backend, check_process_reward, check_task_ids, check_text_env, positive_int,
     unknown_fields_error,
 )
 from rspo_gym.errors import UserError
-from rspo_gym.policies.generation import GenerationConfig
+from rspo_gym.rollout.generation import GenerationConfig
 from rspo_gym.rollout.collector import CollectConfig, CollectionDeadline, RolloutCount, collect
 from rspo_gym.rollout.trajectory import Rollout, TrainingBatch, Trajectory, micro_batches, to_batch
 from rspo_gym.rollout.vector import GroupedVectorEnv
@@ -164,9 +164,9 @@ class Trainer:
             everywhere; ``"smollm2-135m"``), a Hugging Face id / local path, or an ``LLMPolicy``;
             ``"drrn"`` (or an ``ActionScorerPolicy``): the fast action-scoring policy.
         config: the algorithm's config dataclass; keyword ``overrides`` replace its fields. Fields
-            left None that depend on the env or the model are filled in (``algos/defaults.py``).
+            left None that depend on the env or the model are filled in (``training/defaults.py``).
         preset: named settings applied before ``overrides`` (``"verl-agent"``: verl-agent's GiGPO
-            scripts, docs/verl_agent.md; ``algos/presets.py``).
+            scripts, docs/verl_agent.md; ``training/presets.py``).
     """
 
     algo = "base"
@@ -195,7 +195,7 @@ class Trainer:
         check_generation_backend(self.config.generation_backend)
         torch.manual_seed(self.config.seed)
         self.env_spec = env
-        self.dist = detect()  # one process, or this rank of a launched job (algos/distributed.py)
+        self.dist = detect()  # one process, or this rank of a launched job (training/distributed.py)
         if self.dist.shards_state and self.config.lora_r > 0:
             raise UserError(
                 "a LoRA learner under FSDP / DeepSpeed is not supported: its trainable state is small, so "
@@ -253,7 +253,7 @@ class Trainer:
 
         ``resume=True`` continues from ``output_dir/checkpoint.pt`` (it needs an ``output_dir``:
         without one every run starts a new folder), or from the start when the run left none; the
-        checkpoint must be intact and belong to this trainer's run (``algos/checkpoints.py``).
+        checkpoint must be intact and belong to this trainer's run (``training/checkpoints.py``).
         The history is then the run's whole record, the checkpoint's rows and the new ones, as the
         uninterrupted run's would be; ``metrics.jsonl`` is rewritten to match it. A first
         ``learn()`` that is no resume refuses a folder holding another run unless ``overwrite``.
@@ -916,7 +916,7 @@ class Trainer:
     def save_checkpoint(self, path: str | Path | None = None) -> Path:
         """Write ``checkpoint.pt`` and its tensor shards (``checkpoint_tensors/``) so that a crash
         leaves the previous checkpoint or this one, never half of one. It records the run it
-        belongs to and the sha256 of every byte (``algos/checkpoints.py``)."""
+        belongs to and the sha256 of every byte (``training/checkpoints.py``)."""
         path = Path(path) if path is not None else self._require_output_dir() / "checkpoint.pt"
         state = self.state()
         engine, label = _engine_folder(path), f"iteration-{self.iteration}"

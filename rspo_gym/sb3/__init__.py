@@ -1,0 +1,1 @@
+"""Stable-Baselines3 support: env adapters and the DRRN policy."""

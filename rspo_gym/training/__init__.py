@@ -1,0 +1,1 @@
+"""The training machinery: the loop, the four trainers, configs, checkpoints, run folders."""
