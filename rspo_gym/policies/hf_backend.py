@@ -13,7 +13,7 @@ trainer recomputes by teacher forcing (tempered softmax before top-p, see ``gene
 position ids must be the same ``cumsum(attention_mask) - 1`` the trainer uses, and constraining
 needs per-row state. Under constraints the recorded log-probs are those of the *restricted*
 distribution (``softmax(logits / T)`` renormalised over the allowed ids, computed by
-``llm.restricted_logprobs`` as the trainer does): that is the distribution the tokens were drawn
+``logprobs.restricted_logprobs`` as the trainer does): that is the distribution the tokens were drawn
 from, so it is the policy being optimised. The trainer recomputes it from the recorded allowed ids,
 importance ratios start at 1, and the policy gradient has no ``∇ log Z`` term pushing probability
 on or off the allowed set.
@@ -31,6 +31,7 @@ from typing import Sequence
 
 import torch
 
+from rspo_gym.policies.logprobs import _allowed_logits, _tempered, restricted_logprobs
 from rspo_gym.rollout.generation import GenerationConfig, GenerationOutput
 
 __all__ = ["HFBackend", "ActionTrie", "allowed_token_ids", "sample", "draw", "position_ids", "eos_token_ids"]
@@ -186,7 +187,7 @@ def draw(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One token step: the next id of each row of ``(rows, V)`` raw ``logits`` and its log-prob.
 
-    The log-prob is the trainer's (``llm.restricted_logprobs``: the tempered softmax, renormalised
+    The log-prob is the trainer's (``logprobs.restricted_logprobs``: the tempered softmax, renormalised
     over ``allowed`` (``(rows, K)`` ids, ``-1``-padded) when given; top-p only truncates what is
     drawn). Work over the whole vocabulary is what a step's cost grows with, so each path keeps it
     to the minimum: under constraints none (the K allowed logits are gathered and one uniform
@@ -197,8 +198,6 @@ def draw(
     spares a vocabulary-sized allocation per step, which on a CPU costs more than the ``exp``
     (fresh pages fault in on first touch: ~17 ms for 64 x 152k).
     """
-    from rspo_gym.policies.llm import _allowed_logits, _tempered, restricted_logprobs  # llm.py imports this module
-
     temperature = config.temperature
     if allowed is not None:
         choices = _allowed_logits(_tempered(logits, temperature), allowed)[0]  # (rows, K), padding -inf
