@@ -29,14 +29,14 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from rspo_gym.rollout.vector import join_pool
+from rspo_gym.rollout.workers import join_pool
 
 __all__ = ["RayEnvs"]
 
 
 class _EnvWorker:
     """The actor body: a slice of sub-envs, addressed by local index; one of ``num_workers`` actors
-    sharing the vector env's memory budgets (``vector.join_pool``)."""
+    sharing the vector env's memory budgets (``workers.join_pool``)."""
 
     def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], num_workers: int) -> None:
         join_pool(num_workers)

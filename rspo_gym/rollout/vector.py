@@ -31,7 +31,6 @@ True
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import traceback
 from typing import Any, Callable, Sequence
 
@@ -40,10 +39,9 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-__all__ = ["GroupedVectorEnv", "InProcessEnvs", "SubprocessEnvs", "EnvSpec", "WORKERS_ENV_VAR", "join_pool"]
+from rspo_gym.rollout.workers import WORKERS_ENV_VAR, join_pool
 
-#: set in each worker process to the number of workers of its pool (see the module docstring)
-WORKERS_ENV_VAR = "RSPO_GYM_ENV_WORKERS"
+__all__ = ["GroupedVectorEnv", "InProcessEnvs", "SubprocessEnvs", "EnvSpec", "WORKERS_ENV_VAR", "join_pool"]
 
 #: what can describe an env: a registered id, an env instance (group_size x num_groups = 1), or a factory
 EnvSpec = str | gym.Env | Callable[[], gym.Env]
@@ -69,12 +67,6 @@ class InProcessEnvs:
     def close(self) -> None:
         for env in self.envs:
             env.close()
-
-
-def join_pool(num_workers: int) -> None:
-    """Tell this worker process that it is one of ``num_workers``, before it builds its envs, so
-    that process-wide caches take their share of the vector env's budget instead of all of it."""
-    os.environ[WORKERS_ENV_VAR] = str(num_workers)
 
 
 def _worker(conn, env_fns, num_workers: int) -> None:
