@@ -8,31 +8,11 @@ step return after discounting.
 
 from __future__ import annotations
 
-from rspo_gym.algos.advantages import gigpo_advantages
+from rspo_gym.algos.estimates import gigpo_estimate
 from rspo_gym.training.config import GiGPOConfig
-from rspo_gym.algos.kl_control import penalised_scores
-from rspo_gym.training.trainer import Estimate, RewardView, Trainer
+from rspo_gym.training.trainer import Trainer
 
 __all__ = ["GiGPOTrainer", "gigpo_estimate"]
-
-
-def gigpo_estimate(view: RewardView, config: GiGPOConfig) -> Estimate:
-    """Row advantages from a reward view (pure)."""
-    advantages, metrics = gigpo_advantages(
-        penalised_scores(view.episode, view.token_penalty),
-        view.step_rewards,
-        view.group_ids,
-        view.traj_ids,
-        view.anchors,
-        gamma=config.gamma,
-        omega=config.omega,
-        norm=config.gigpo_norm if config.norm_by_std else "mean",
-        episode_stats=config.episode_stats,
-        invalid=view.invalid,
-        invalid_penalty=config.invalid_penalty,
-        similarity_thresh=config.similarity_thresh if config.enable_similarity else None,
-    )
-    return Estimate(advantages, metrics=metrics)
 
 
 class GiGPOTrainer(Trainer):

@@ -14,26 +14,11 @@ Logging to .../grpo-ALFWorld-v0-...
 
 from __future__ import annotations
 
-from rspo_gym.algos.advantages import grpo_advantages
+from rspo_gym.algos.estimates import grpo_estimate
 from rspo_gym.training.config import TrainerConfig
-from rspo_gym.algos.kl_control import penalised_scores
-from rspo_gym.training.trainer import Estimate, RewardView, Trainer
+from rspo_gym.training.trainer import Trainer
 
 __all__ = ["GRPOTrainer", "grpo_estimate"]
-
-
-def grpo_estimate(view: RewardView, config: TrainerConfig) -> Estimate:
-    """Row advantages from a reward view (pure)."""
-    advantages = grpo_advantages(
-        penalised_scores(view.episode, view.token_penalty),
-        view.group_ids,
-        norm_by_std=config.norm_by_std,
-        traj_ids=view.traj_ids,
-        episode_stats=config.episode_stats,
-        invalid=view.invalid,
-        invalid_penalty=config.invalid_penalty,
-    )
-    return Estimate(advantages)
 
 
 class GRPOTrainer(Trainer):

@@ -38,16 +38,12 @@ from typing import Any
 
 import torch
 
-from rspo_gym.algos.advantages import rank_swap
+from rspo_gym.algos.estimates import Estimate, RewardView, annealed_view, gigpo_estimate, grpo_estimate, ppo_estimate, rank_swapped_view
 from rspo_gym.training.config import RSPOConfig
 from rspo_gym.training.dynamic_sampling import concat_rollouts
 from rspo_gym.training.envs import env_pool_settings, make_vector_env
-from rspo_gym.training.gigpo import gigpo_estimate
-from rspo_gym.training.grpo import grpo_estimate
 from rspo_gym.algos.losses import trajectory_is_weights, truncated_is_weights
-from rspo_gym.training.ppo import ppo_estimate
-from rspo_gym.algos.rewards import episode_scores
-from rspo_gym.training.trainer import Estimate, RewardView, Trainer
+from rspo_gym.training.trainer import Trainer
 from rspo_gym.errors import UserError
 from rspo_gym.rollout.collector import collect
 from rspo_gym.rollout.trajectory import Rollout, to_batch
@@ -57,33 +53,6 @@ __all__ = ["RSPOTrainer", "BASES", "SWAPS", "merge_replay", "replayable", "repla
 BASES = ("grpo", "ppo", "gigpo")
 SWAPS = ("explorer", "rank", "anneal")
 _REPLAY_TRAJ_STRIDE = 1_000_000  # replayed trajectory ids: (iteration + 1) * stride + original id
-
-
-def rank_swapped_view(view: RewardView, process_per_row: torch.Tensor) -> RewardView:
-    """F2 on a reward view: each trajectory's return becomes its swapped process return.
-
-    The swapped return is paid on the trajectory's last row and nowhere else, as the outcome is,
-    so ``step_rewards`` sum to ``episode`` and step-level estimators (GiGPO's discounted step
-    returns) read the swap too, not the outcome it replaced.
-
-    ``process_per_row`` is (B,): each row's trajectory process return (rows of a trajectory are
-    contiguous, so the k-th trajectory start marks trajectory k).
-    """
-    n = len(view.traj_ids)
-    starts = torch.ones(n, dtype=torch.bool)
-    starts[1:] = view.traj_ids[1:] != view.traj_ids[:-1]
-    last = torch.ones(n, dtype=torch.bool)
-    last[:-1] = starts[1:]
-    first = torch.nonzero(starts).flatten()
-    swapped = rank_swap(view.episode[first], process_per_row[first], view.group_ids[first]).to(view.episode.dtype)
-    episode = swapped[starts.long().cumsum(0) - 1]
-    return replace(view, episode=episode, step_rewards=torch.where(last, episode, torch.zeros_like(episode)))
-
-
-def annealed_view(dense: RewardView, outcome: RewardView, beta: float) -> RewardView:
-    """F3: ``(1 - beta) dense + beta outcome`` for step rewards and episode totals."""
-    step = (1.0 - beta) * dense.step_rewards + beta * outcome.step_rewards
-    return replace(outcome, step_rewards=step, episode=episode_scores(step, outcome.traj_ids))
 
 
 def replayable(born: int, iteration: int, replay_age: int) -> bool:

@@ -2,7 +2,7 @@
 
 - ``Trainer``: the base class. An algorithm supplies its estimator (``estimate``) and, for PPO,
   a value head; RSPO overrides ``collect`` and the reward view.
-- ``RewardView``: the per-row reward tensors an estimator reads.
+- ``RewardView`` / ``Estimate`` (from ``algos/estimates.py``): what an estimator reads and answers.
 
 Reading ``Trainer.learn`` tells the whole story (CleanRL's habit): each iteration collects a
 grouped rollout with one batched generation call per turn, turns rows into the chosen training
@@ -27,13 +27,14 @@ import csv
 import json
 import os
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Hashable, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
 
+from rspo_gym.algos.estimates import Estimate, RewardView
 from rspo_gym.training.checkpoints import (
     claim_run_dir, read_checkpoint, remove_stale, restore_metrics, run_identity, save_tag, write_checkpoint,
 )
@@ -63,28 +64,6 @@ from rspo_gym.rollout.vector import GroupedVectorEnv
 __all__ = ["Trainer", "RewardView", "Estimate", "PRECISIONS", "resolve_precision", "loss_weights", "float32_master_weights"]
 
 PRECISIONS = ("fp32", "bf16-mixed", "bf16")
-
-
-@dataclass
-class RewardView:
-    """Per-row reward tensors (rows in trajectory order) for one reward kind."""
-
-    step_rewards: torch.Tensor  # (B,) float64 training reward of each step
-    episode: torch.Tensor  # (B,) the row's trajectory total of step_rewards
-    invalid: torch.Tensor  # (B,) bool: penalised rows (see TrainerConfig.invalid_penalty_on)
-    group_ids: torch.Tensor  # (B,) long
-    traj_ids: torch.Tensor  # (B,) long
-    anchors: list[Hashable]
-    token_penalty: torch.Tensor | None = None  # (B, R) subtracted from the token rewards (KL in the reward)
-
-
-@dataclass
-class Estimate:
-    """An estimator's answer: advantages (B,) or (B, R), optional returns for a critic, metrics."""
-
-    advantages: torch.Tensor
-    returns: torch.Tensor | None = None
-    metrics: dict[str, float] | None = None
 
 
 def _seed(*parts: int) -> int:
