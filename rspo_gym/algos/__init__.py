@@ -1,18 +1,32 @@
-"""Algorithms: advantage estimators and losses as pure tensor functions (trainers build on them).
+"""The math: advantage estimators, losses and reward shaping as pure tensor functions.
+
+Tensors in, tensors out: no I/O, no loop, no model, no environment (verl's ``core_algos.py``).
+The training machinery that calls these functions is ``rspo_gym.training``.
 
 - ``advantages``: GRPO, RLOO, GAE and GiGPO estimators, discounted step returns, the RSPO rank swap.
 - ``losses``: PPO clip (dual clip, importance weights), value loss, KL estimators, entropy,
   loss aggregation, truncated importance weights.
-- Trainers (``GRPOTrainer``, ``PPOTrainer``, ``GiGPOTrainer``, ``RSPOTrainer``) and their configs
-  load lazily, so importing the pure functions does not import transformers; the functions load
-  lazily too, so importing the configs (``training.config``, ``training.validation``) imports no torch.
+- ``rewards``: the training reward of each step (outcome, score, dense) and the invalid penalty.
+- ``estimates``: each algorithm's estimator on a ``RewardView`` (``grpo_estimate``,
+  ``gigpo_estimate``, ``ppo_estimate``) and RSPO's reward swaps (``rank_swapped_view``,
+  ``annealed_view``).
+- ``kl_control``: the KL penalty in the reward and its fixed / adaptive coefficient.
+- ``schedules``: the learning-rate factor of an iteration (constant, cosine, warmup).
+- ``reward_alignment``: how often the dense reward and the outcome order two trajectories differently.
+
+May import: ``rspo_gym.errors`` and nothing else of the package (the room order is checked by
+``tests/test_layout.py``). The configs are named for the type checker only.
+
+The trainers (``GRPOTrainer``, ``PPOTrainer``, ``GiGPOTrainer``, ``RSPOTrainer``) and their configs
+stay reachable here as lazy names (``rspo_gym.algos.GRPOTrainer``), looked up in
+``rspo_gym.training`` on first use; the functions load lazily too, so ``import rspo_gym.algos``
+imports neither torch nor the training machinery.
 """
 
 import rspo_gym
 
-#: the pure tensor functions -> their module, imported on first access: the configs and their
-#: validation live in this package too, and must not cost a torch import (``rspo-gym config``,
-#: a bad ``--set`` reported in well under 2 s)
+#: the pure tensor functions -> their module, imported on first access: ``import rspo_gym.algos``
+#: (which the lazy trainer names below make common) must not cost a torch import
 _FUNCTIONS = {
     **dict.fromkeys(
         ("ADVANTAGE_ESTIMATORS", "gae_advantages", "gigpo_advantages", "grpo_advantages", "rank_swap",

@@ -1,4 +1,12 @@
-"""Text environments of the suite; importing ``rspo_gym`` registers them with Gymnasium."""
+"""Text environments of the suite; importing ``rspo_gym`` registers them with Gymnasium.
+
+- ``alfworld/``, ``webshop/``: the two environments (``AlfworldEnv``, ``WebShopEnv``).
+- ``core.py``: the text-env contract; ``wrappers.py``: ``ProcessReward``; ``process_rewards.py``:
+  the process-reward specs an env declares.
+
+May import: ``rspo_gym.errors`` and ``rspo_gym.algos`` (the room order is checked by
+``tests/test_layout.py``); nothing of rollouts, policies or training.
+"""
 
 from gymnasium.envs.registration import register, registry
 

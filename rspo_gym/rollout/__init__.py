@@ -5,6 +5,13 @@
 - ``PromptBuilder`` / ``parse_action`` (``prompts.py``): verl-agent style prompts and parsing.
 - ``collect`` (``collector.py``): one batched generation per turn over every live env.
 - ``Rollout`` / ``StepRow`` / ``to_batch`` (``trajectory.py``): rollout data and training tensors.
+- ``GenerationConfig`` / ``GenerationBackend`` (``generation.py``): the interface the collector
+  calls and every policy backend implements (token ids in, tokens and behaviour log-probs out).
+- ``ray_pool.py``: the vector env's sub-envs on Ray actors; ``workers.py``: what a pool's worker
+  is told (how many share the memory budgets).
+
+May import: ``rspo_gym.envs``, ``rspo_gym.algos``, ``rspo_gym.errors`` (the room order is checked
+by ``tests/test_layout.py``); the policies import this package, never the reverse.
 """
 
 from rspo_gym.rollout.adapters import DiscreteTextAdapter
