@@ -28,6 +28,7 @@ def test_train_help_names_drrn():
     assert "drrn (the fast path" in help_text
 
 
+@pytest.mark.slow
 def test_a_model_error_lists_drrn_beside_the_presets():
     pytest.importorskip("transformers")
     done = _cli("train", "--algo", "grpo", "--model", "nonexist", "--iterations", "1", "--set", "progress=false")
