@@ -28,6 +28,7 @@ def test_train_help_names_drrn():
     assert "drrn (the fast path" in help_text
 
 
+@pytest.mark.slow
 def test_a_model_error_lists_drrn_beside_the_presets():
     pytest.importorskip("transformers")
     done = _cli("train", "--algo", "grpo", "--model", "nonexist", "--iterations", "1", "--set", "progress=false")
@@ -40,9 +41,10 @@ def test_a_model_error_lists_drrn_beside_the_presets():
 def _documented_drrn_command() -> list[str]:
     """The arguments of the ``rspo-gym train ... --model drrn`` command of docs/cli.md."""
     text = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
-    commands = [line for line in re.findall(r"^rspo-gym train .*$", text, re.M) if "--model drrn" in line]
+    commands = [line for line in re.findall(r"^(?:\w+=\S+ )*rspo-gym train .*$", text, re.M) if "--model drrn" in line]
     assert commands, "docs/cli.md shows no rspo-gym train command with --model drrn"
-    return shlex.split(commands[0].split("#")[0])[1:]
+    words = shlex.split(commands[0].split("#")[0])
+    return words[words.index("rspo-gym") + 1:]  # after the environment settings and the program
 
 
 def test_the_documented_drrn_command_reaches_the_trainer(monkeypatch):

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), "HF_HUB_OFFLINE": "1"}
 
 
-@pytest.fixture(scope="module", params=["drrn", "tiny-untrained"])
+@pytest.fixture(scope="module", params=["drrn", pytest.param("tiny-untrained", marks=pytest.mark.slow)])
 def run_folder(request, tmp_path_factory) -> Path:
     """A one-iteration GRPO run of the model ``request.param`` (two turns, two held-out tasks)."""
     pytest.importorskip("transformers")

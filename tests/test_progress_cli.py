@@ -41,6 +41,7 @@ def test_rspo_gym_eval_counts_the_episodes():
     assert "eval/success" in done.stdout and "\r" not in done.stderr
 
 
+@pytest.mark.slow
 def test_examples_evaluate_counts_the_episodes():
     pytest.importorskip("transformers")
     done = _run("-c", EVERY_REDRAW, "examples/evaluate.py", "--model", "drrn", "--tasks", "2")

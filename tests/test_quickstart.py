@@ -79,6 +79,7 @@ def _record(config: QuickstartConfig) -> dict:
     return json.loads(line[len("RECORD "):])
 
 
+@pytest.mark.slow
 def test_a_short_quick_start_is_bit_identical_alone_and_beside_a_busy_process(tmp_path):
     pytest.importorskip("transformers")
     alone = _record(_tiny(tmp_path, "alone"))

@@ -23,14 +23,14 @@ FAST = "rspo_alfworld"
 TINY = ["--model", "drrn", "--iterations", "1", "--num-groups", "1", "--group-size", "2", "--max-turns", "2", "--eval-tasks", "1"]
 
 
-def recipe(name: str, *args: str, dry_run: bool = False, timeout: float = 120) -> subprocess.CompletedProcess:
+def recipe(name: str, *args: str, dry_run: bool = False) -> subprocess.CompletedProcess:
     """``bash examples/recipes/<name>.sh ARGS`` with this checkout's package and interpreter first."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])), "HF_HUB_OFFLINE": "1"}
     env.pop("DRY_RUN", None)
     if dry_run:
         env["DRY_RUN"] = "1"
-    return subprocess.run(["bash", str(RECIPES / f"{name}.sh"), *args], capture_output=True, text=True, env=env, timeout=timeout)
+    return subprocess.run(["bash", str(RECIPES / f"{name}.sh"), *args], capture_output=True, text=True, env=env, timeout=120)
 
 
 def test_one_recipe_per_algorithm_and_env_each_in_the_readme():
