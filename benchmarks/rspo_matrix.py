@@ -37,6 +37,7 @@ curves and ``summary.json``.
     python benchmarks/rspo_matrix.py --jobs 2                      # the whole matrix
     python benchmarks/rspo_matrix.py --envs rspo/ALFWorld-v0 --bases grpo --arms outcome --seeds 0 1   # a slice
     python benchmarks/rspo_matrix.py --preset pilot --lr 1e-4 --seeds 0 1                           # settings pilot
+    python benchmarks/rspo_matrix.py --preset pilot --set loss_agg=seq-mean-token-mean --out results/pilot-seqmean
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from common import peak_rss_mb, run_fresh, write_json  # noqa: E402
+
+from rspo_gym.cli import _config_overrides  # noqa: E402
 
 ALFWORLD, WEBSHOP = "rspo/ALFWorld-v0", "rspo/WebShop-v0"
 BASES = ("grpo", "ppo", "gigpo")
@@ -279,9 +282,10 @@ def load_results(out: Path) -> tuple[list[dict], list[dict]]:
 
 def _select(plan: Plan, args: argparse.Namespace) -> Plan:
     envs = {e: p for e, p in plan.envs.items() if not args.envs or e in args.envs}
-    if args.lr is not None or args.steps is not None:
-        envs = {e: replace(p, trainer={**p.trainer, **({"learning_rate": args.lr} if args.lr is not None else {})},
-                           learner_steps=args.steps or p.learner_steps) for e, p in envs.items()}
+    settings = {**({"learning_rate": args.lr} if args.lr is not None else {}), **_config_overrides(args.set)}
+    if settings or args.steps is not None:
+        envs = {e: replace(p, trainer={**p.trainer, **settings}, learner_steps=args.steps or p.learner_steps)
+                for e, p in envs.items()}
     cells = []
     for base, seeds, arms in plan.cells:
         if args.bases and base not in args.bases:
@@ -303,6 +307,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", nargs="+", type=int, default=None, help="these seeds instead of each entry's")
     parser.add_argument("--lr", type=float, default=None, help="learning rate of every cell (pilots)")
     parser.add_argument("--steps", type=int, default=None, help="learner env steps per cell (pilots)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="any trainer setting of every cell, as `rspo-gym train --set` (pilots; repeatable)")
     args = parser.parse_args(argv)
     plan = _select(PLANS[args.preset], args)
     out = args.out or Path("results/rspo_matrix") / args.preset

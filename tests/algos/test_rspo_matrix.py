@@ -42,6 +42,27 @@ def test_the_matrix_has_every_arm_seeds_and_both_budgets():
     assert m.ARMS["dense-aligned"].process_reward(m.WEBSHOP) == "score"
 
 
+def test_a_pilot_sets_any_trainer_setting_of_every_cell_and_keeps_the_rest(monkeypatch):
+    m = _module("rspo_matrix")
+    chosen = []
+
+    def select_and_stop(plan, args):
+        chosen.append(select(plan, args))
+        raise SystemExit(0)
+
+    select = m._select
+    monkeypatch.setattr(m, "_select", select_and_stop)
+    with pytest.raises(SystemExit):
+        m.main(["--preset", "pilot", "--envs", m.ALFWORLD, "--steps", "500", "--lr", "1e-3",
+                "--set", "group_size=8", "--set", "num_groups=4", "--set", "filter_groups=true"])
+    (plan,) = chosen
+    assert set(plan.envs) == {m.ALFWORLD}
+    alfworld = plan.envs[m.ALFWORLD]
+    assert alfworld.learner_steps == 500
+    assert alfworld.trainer == {**m.COMMON, "learning_rate": 1e-3, "group_size": 8, "num_groups": 4, "filter_groups": True}
+    assert alfworld.clone == m.ENVS[m.ALFWORLD].clone  # only the trainer settings change
+
+
 def test_a_cell_is_held_out_along_training_at_both_temperatures():
     m = _module("rspo_matrix")
     plan = m.PLANS["micro"]
