@@ -34,7 +34,7 @@ import zlib
 from dataclasses import asdict, dataclass
 from itertools import chain
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -179,10 +179,10 @@ class CommandRegistry:
         self.texts: list[str] = []
         self.tokens: list[list[int]] = []
         self._ids: dict[str, int] = {}
-        # every command's hashed ids as rows of one 0-padded tensor (grown by doubling) and their
-        # lengths: ``padded`` then indexes instead of building a tensor from lists at every call
-        self._table = torch.zeros((64, 16), dtype=torch.long)
-        self._lengths = torch.zeros(64, dtype=torch.long)
+        # every command's hashed ids as rows of one 0-padded array (grown by doubling) and their
+        # lengths: ``bags`` then indexes instead of building arrays from lists at every call
+        self._table = np.zeros((64, 16), dtype=np.int64)
+        self._lengths = np.zeros(64, dtype=np.int64)
         for text in texts:
             self.id(text)
 
@@ -205,17 +205,195 @@ class CommandRegistry:
     def _store(self, index: int, tokens: list[int]) -> None:
         rows, width = self._table.shape
         if index >= rows or len(tokens) > width:
-            grown = torch.zeros((max(rows, 2 * index), max(width, len(tokens))), dtype=torch.long)
+            grown = np.zeros((max(rows, 2 * index), max(width, len(tokens))), dtype=np.int64)
             grown[:rows, :width] = self._table
             self._table = grown
-            self._lengths = torch.cat([self._lengths, self._lengths.new_zeros(grown.shape[0] - rows)])
-        self._table[index, :len(tokens)] = torch.tensor(tokens, dtype=torch.long)
+            self._lengths = np.concatenate([self._lengths, np.zeros(grown.shape[0] - rows, dtype=np.int64)])
+        self._table[index, :len(tokens)] = tokens
         self._lengths[index] = len(tokens)
 
-    def padded(self, ids: Sequence[int] | torch.Tensor) -> torch.Tensor:
-        """``(len(ids), L)`` hashed ids of these commands, 0-padded to the longest of them."""
-        index = torch.as_tensor(ids, dtype=torch.long)
-        return self._table[index, :int(self._lengths[index].max())]
+    def bags(self, ids: np.ndarray) -> "Bags":
+        """These commands' hashed ids, one bag a command (``ActionScorer.pooled``)."""
+        counts = self._lengths[ids]
+        table = self._table[ids, :counts.max()]
+        return _bags(table[table > 0], np.repeat(np.arange(len(ids)), counts), counts)
+
+
+class Bags(NamedTuple):
+    """Groups of embedding rows to average (what ``ActionScorer.pooled`` reads): ``ids`` grouped by
+    bag, in their order within each bag; ``bags`` the bag of each id; ``offsets`` where each bag
+    starts in ``ids``; ``counts`` its size (0: an empty bag, pooled as 0)."""
+
+    ids: torch.Tensor
+    bags: torch.Tensor
+    offsets: torch.Tensor
+    counts: torch.Tensor
+
+    def join(self, other: "Bags") -> "Bags":
+        """These bags, then ``other``'s, as one set: one pooling pass, one embedding gradient."""
+        return Bags(
+            torch.cat([self.ids, other.ids]), torch.cat([self.bags, other.bags + len(self.counts)]),
+            torch.cat([self.offsets, other.offsets + len(self.ids)]), torch.cat([self.counts, other.counts]),
+        )
+
+
+def _bags(ids: np.ndarray, bags: np.ndarray, counts: np.ndarray) -> Bags:
+    """``Bags`` of ids already grouped by bag (``bags`` ascending) with the bags' sizes."""
+    return Bags(torch.from_numpy(ids), torch.from_numpy(bags), torch.from_numpy(np.cumsum(counts) - counts), torch.from_numpy(counts))
+
+
+def section_bags(rows: np.ndarray, ids: np.ndarray, num_rows: int, buckets: int) -> Bags:
+    """The ``num_rows * SECTIONS`` bags of prompts given as ``ids`` (sectioned hashed ids, see
+    ``HashingTokenizer``) with the prompt row of each (rows ascending, each row's ids in order):
+    bag ``row * SECTIONS + section``. A stable sort keeps each bag's ids in prompt order, so a
+    prompt's means come out the same in any batch (its rollout and its update).
+
+    NumPy rather than torch: these are a few thousand integers, where torch's per-call overhead
+    (and its sort) cost more than the work."""
+    bags = rows * SECTIONS + ids // buckets
+    order = np.argsort(bags, kind="stable")
+    return _bags(ids[order] % buckets, bags[order], np.bincount(bags, minlength=num_rows * SECTIONS))
+
+
+def padded_section_bags(prompts: torch.Tensor, buckets: int) -> Bags:
+    """``section_bags`` of 0-padded ``(B, P)`` prompt ids (a training batch's)."""
+    ids = prompts.numpy()
+    real = ids > 0
+    return section_bags(np.nonzero(real)[0], ids[real], ids.shape[0], buckets)
+
+
+def listed_section_bags(prompts: Sequence[Sequence[int]], buckets: int) -> Bags:
+    """``section_bags`` of prompts as lists of ids (a rollout turn's), without padding them first."""
+    lengths = np.fromiter(map(len, prompts), dtype=np.int64, count=len(prompts))
+    ids = np.fromiter(chain.from_iterable(prompts), dtype=np.int64, count=int(lengths.sum()))
+    return section_bags(np.repeat(np.arange(len(prompts)), lengths), ids, len(prompts), buckets)
+
+
+class Choices(NamedTuple):
+    """The (state, command) pairs to score: pair ``i`` is command ``distinct[commands[i]]`` (a
+    registry id) for state ``rows[i]``, shown at cell ``cells[i]`` (row-major) of the ``shape``
+    score table (-inf elsewhere). Each distinct command is encoded once."""
+
+    rows: torch.Tensor
+    commands: torch.Tensor
+    cells: torch.Tensor
+    distinct: np.ndarray
+    shape: tuple[int, int]
+
+
+def choices_of(rows: np.ndarray, columns: np.ndarray, command_ids: np.ndarray, shape: tuple[int, int]) -> Choices:
+    """``Choices`` of pairs given row by row (``rows`` ascending) with their registry command ids."""
+    distinct, local = np.unique(command_ids, return_inverse=True)
+    cells = rows * shape[1] + columns
+    return Choices(torch.from_numpy(rows), torch.from_numpy(local.reshape(-1)), torch.from_numpy(cells), distinct, shape)
+
+
+def padded_choices(choices: torch.Tensor) -> Choices:
+    """``Choices`` of a ``(B, K)`` table of registry ids, -1 pads (a training batch's allowed ids)."""
+    ids = choices.numpy()
+    rows, columns = np.nonzero(ids >= 0)
+    return choices_of(rows, columns, ids[rows, columns], ids.shape)
+
+
+def listed_choices(ids: Sequence[Sequence[int]]) -> Choices:
+    """``Choices`` of each prompt's list of registry ids (a rollout turn's)."""
+    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    flat = np.fromiter(chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
+    rows = np.repeat(np.arange(len(ids)), lengths)
+    columns = np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return choices_of(rows, columns, flat, (len(ids), int(lengths.max())))
+
+
+class _BagMeans(torch.autograd.Function):
+    """``embedding_bag(mode="mean")`` with its weight gradient as one ``index_add_``.
+
+    torch's own backward of mean bags on CPU sorts the ids and scatters row by row: it took ~1 ms a
+    training step (the scorer's costliest op); the gradient of a mean is each bag's gradient over
+    its size, added to the rows of its ids, which ``index_add_`` does in one pass.
+    """
+
+    @staticmethod
+    def forward(ctx, weight: torch.Tensor, bags: Bags) -> torch.Tensor:  # type: ignore[override]
+        ctx.save_for_backward(bags.ids, bags.bags, bags.counts)
+        ctx.rows = weight.shape[0]
+        return nn.functional.embedding_bag(bags.ids, weight, bags.offsets, mode="mean")
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
+        ids, bags, counts = ctx.saved_tensors
+        per_id = (grad / counts.clamp(min=1).unsqueeze(1)).index_select(0, bags)
+        return grad.new_zeros(ctx.rows, grad.shape[1]).index_add_(0, ids, per_id), None
+
+
+class _SigmoidTanh(torch.autograd.Function):
+    """``tanh(x)`` as ``2 sigmoid(2x) - 1``, with tanh's own gradient ``1 - y^2`` (see ``Tanh``)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        y = _sigmoid_tanh(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        (y,) = ctx.saved_tensors
+        return torch.ops.aten.tanh_backward(grad, y)
+
+
+def _sigmoid_tanh(x: torch.Tensor) -> torch.Tensor:
+    return torch.sigmoid(x * 2).mul_(2).sub_(1)
+
+
+class _PairScores(torch.autograd.Function):
+    """The scorer's head over the (state, command) pairs, ``w · tanh(W_s s + W_a a + W_sa (s ⊙ a) + b) + c``
+    placed in the ``choices.shape`` table (-inf elsewhere), with its backward written out.
+
+    Autograd's own graph of these steps (gathers, splits of ``W``, a product, two layers, a
+    scatter into the table) held ~20 nodes whose bookkeeping, zero-filled buffers and sort-based
+    scatters cost more than the arithmetic at these sizes (a few thousand pairs of width 64); the
+    gradients below are the chain rule of the same formula, a pass per quantity.
+    """
+
+    @staticmethod
+    def forward(ctx, state, codes, weight, bias, last_weight, last_bias, choices: Choices):  # type: ignore[override]
+        w_state, w_command, w_product = weight.split(state.shape[1], dim=1)
+        rows, commands = choices.rows, choices.commands
+        s, a = state.index_select(0, rows), codes.index_select(0, commands)
+        product = s * a
+        per_pair = torch.addmm(bias, state, w_state.t()).index_select(0, rows)
+        per_pair += (codes @ w_command.t()).index_select(0, commands)
+        hidden = _sigmoid_tanh(torch.addmm(per_pair, product, w_product.t()))
+        raw = torch.addmv(last_bias, hidden, last_weight[0])
+        ctx.save_for_backward(state, codes, weight, last_weight, s, a, product, hidden)
+        ctx.choices = choices
+        table = torch.full((choices.shape[0] * choices.shape[1],), float("-inf"), dtype=raw.dtype)
+        return table.index_copy_(0, choices.cells, raw).view(choices.shape)
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[override]
+        state, codes, weight, last_weight, s, a, product, hidden = ctx.saved_tensors
+        choices = ctx.choices
+        rows, commands = choices.rows, choices.commands
+        w_state, w_command, w_product = weight.split(state.shape[1], dim=1)
+        g_raw = grad.reshape(-1).index_select(0, choices.cells)
+        g_hidden = torch.ops.aten.tanh_backward(torch.outer(g_raw, last_weight[0]), hidden)
+        g_product = g_hidden @ w_product
+        g_per_state = state.new_zeros(state.shape).index_add_(0, rows, g_hidden)
+        g_per_command = codes.new_zeros(codes.shape).index_add_(0, commands, g_hidden)
+        g_state = torch.addmm(state.new_zeros(state.shape).index_add_(0, rows, g_product * a), g_per_state, w_state)
+        g_codes = torch.addmm(codes.new_zeros(codes.shape).index_add_(0, commands, g_product * s), g_per_command, w_command)
+        g_weight = torch.cat([g_per_state.t() @ state, g_per_command.t() @ codes, g_hidden.t() @ product], dim=1)
+        return (g_state, g_codes, g_weight, g_per_state.sum(0), (g_raw @ hidden).unsqueeze(0), g_raw.sum().view(1), None)
+
+
+class Tanh(nn.Module):
+    """``nn.Tanh`` computed as ``2 sigmoid(2x) - 1`` (equal to float32 rounding, within 2e-7).
+
+    torch's CPU tanh kernel runs ~3x slower than its sigmoid, and the tanh over every (state,
+    command) pair's hidden layer was a large share of a training step."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _SigmoidTanh.apply(x) if torch.is_grad_enabled() and x.requires_grad else _sigmoid_tanh(x)
 
 
 class ActionScorer(nn.Module):
@@ -230,46 +408,33 @@ class ActionScorer(nn.Module):
         super().__init__()
         self.buckets = config.buckets
         self.embed = nn.Embedding(config.buckets, config.embed_dim, padding_idx=0)
-        self.state = nn.Sequential(nn.Linear((SECTIONS - 1) * config.embed_dim, config.hidden), nn.Tanh())
-        self.command = nn.Sequential(nn.Linear(config.embed_dim, config.hidden), nn.Tanh())
-        self.scorer = nn.Sequential(nn.Linear(3 * config.hidden, config.hidden), nn.Tanh(), nn.Linear(config.hidden, 1))
+        self.state = nn.Sequential(nn.Linear((SECTIONS - 1) * config.embed_dim, config.hidden), Tanh())
+        self.command = nn.Sequential(nn.Linear(config.embed_dim, config.hidden), Tanh())
+        self.scorer = nn.Sequential(nn.Linear(3 * config.hidden, config.hidden), Tanh(), nn.Linear(config.hidden, 1))
 
-    def pooled(self, ids: torch.Tensor) -> torch.Tensor:
-        """``(B, SECTIONS, embed_dim)``: the mean embedding of each section's ids (0 pads; an empty
-        section is 0).
+    def pooled(self, bags: Bags) -> torch.Tensor:
+        """``(bags, embed_dim)``: the mean embedding of each bag's ids (an empty bag is 0).
 
-        One ``embedding_bag`` over the real ids only, a bag per (row, section): padding is most
-        of a batch of prompts of unequal length, and it is neither looked up nor differentiated.
+        One pass over the real ids only: padding is most of a batch of prompts of unequal
+        length, and it is neither looked up nor differentiated."""
+        return _BagMeans.apply(self.embed.weight, bags)
+
+    def scores(self, prompts: Bags, commands: Bags, choices: Choices) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ``choices.shape`` scores of ``choices`` (-inf where there is none), whose commands'
+        bags are ``commands`` (one per distinct command), and the ``(B, h)`` state codes of
+        ``prompts`` (``SECTIONS`` bags a row).
+
+        The prompts' and the commands' means are one pooling pass. The first scorer layer
+        ``W [s; a; s ⊙ a]`` is applied as ``W_s s + W_a a + W_sa (s ⊙ a)``: ``W_s s`` once per
+        state and ``W_a a`` once per distinct command rather than once per (state, command) pair,
+        and only real pairs are scored.
         """
-        rows, _ = (ids > 0).nonzero(as_tuple=True)  # row-major, so each row's ids stay in order
-        real = ids[ids > 0]
-        bags = rows * SECTIONS + real // self.buckets
-        order = torch.argsort(bags, stable=True)
-        counts = torch.bincount(bags, minlength=ids.shape[0] * SECTIONS)
-        offsets = counts.cumsum(0) - counts
-        means = nn.functional.embedding_bag(real[order] % self.buckets, self.embed.weight, offsets, mode="mean")
-        return means.view(ids.shape[0], SECTIONS, -1)
-
-    def encode_state(self, prompt: torch.Tensor) -> torch.Tensor:
-        return self.state(self.pooled(prompt)[:, 1:, :].flatten(1))
-
-    def scores(self, state: torch.Tensor, commands: torch.Tensor, choices: torch.Tensor) -> torch.Tensor:
-        """``(B, K)`` scores of ``choices`` (indices into ``commands``' rows; -1 pads, scored -inf).
-
-        The first scorer layer ``W [s; a; s ⊙ a]`` is applied as ``W_s s + W_a a + W_sa (s ⊙ a)``:
-        ``W_s s`` once per state and ``W_a a`` once per distinct command rather than once per
-        (state, command) pair, and only real pairs (not the -1 padding) are scored.
-        """
-        codes = self.command(self.pooled(commands)[:, 0, :])  # (U, h)
+        means = self.pooled(prompts.join(commands))
+        split, dim = len(prompts.counts), means.shape[1]
+        state = self.state(means[:split].view(-1, SECTIONS * dim)[:, dim:])  # sections 1.. side by side
+        codes = self.command(means[split:])  # (U, h)
         first, last = self.scorer[0], self.scorer[2]
-        w_state, w_command, w_product = first.weight.split(codes.shape[1], dim=1)
-        rows, columns = (choices >= 0).nonzero(as_tuple=True)
-        picked = choices[rows, columns]
-        per_state = nn.functional.linear(state, w_state, first.bias)  # (B, h)
-        per_command = codes @ w_command.T  # (U, h)
-        product = nn.functional.linear(state[rows] * codes[picked], w_product)  # (pairs, h)
-        raw = last(torch.tanh(per_state[rows] + per_command[picked] + product)).squeeze(-1)
-        return torch.full(choices.shape, float("-inf")).index_put((rows, columns), raw)
+        return _PairScores.apply(state, codes, first.weight, first.bias, last.weight, last.bias, choices), state
 
 
 def _tempered(scores: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -322,7 +487,7 @@ class ActionScorerPolicy:
         if any(len(choices) == 0 for choices in allowed):
             raise ValueError("a prompt came with no admissible action to choose from")
         ids = [self.commands.ids(choices) for choices in allowed]
-        scores = self._scores(_padded(prompt_ids, 0), _padded(ids, -1))[0]
+        scores = self._scores(listed_section_bags(prompt_ids, self.config.buckets), listed_choices(ids))[0]
         logits = _tempered(scores, config.temperature)
         if config.temperature > 0:
             generator = torch.Generator().manual_seed(config.seed) if config.seed is not None else self._generator
@@ -338,12 +503,9 @@ class ActionScorerPolicy:
             allowed_token_ids=[[row] for row in ids],
         )
 
-    def _scores(self, prompts: torch.Tensor, choices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(B, K)`` scores of command ids ``choices`` (-1 pads) and the ``(B, h)`` state codes."""
-        unique, local = torch.unique(choices.clamp(min=0), return_inverse=True)
-        local = local.masked_fill(choices < 0, -1)
-        state = self.model.encode_state(prompts)
-        return self.model.scores(state, self.commands.padded(unique), local), state
+    def _scores(self, prompts: Bags, choices: Choices) -> tuple[torch.Tensor, torch.Tensor]:
+        """The scores of ``choices`` and the state codes of ``prompts`` (``ActionScorer.scores``)."""
+        return self.model.scores(prompts, self.commands.bags(choices.distinct), choices)
 
     def sync_weights(self) -> None:
         """Nothing to push: acting and learning share the weights."""
@@ -365,7 +527,8 @@ class ActionScorerPolicy:
         P = batch.prompt_length
         width = batch.response_mask.shape[1]
         choices = batch.allowed[:, 0, :]
-        scores, state = self._scores(batch.input_ids[:, :P] * batch.attention_mask[:, :P], choices)
+        prompts = padded_section_bags(batch.input_ids[:, :P] * batch.attention_mask[:, :P], self.config.buckets)
+        scores, state = self._scores(prompts, padded_choices(choices))
         logp = torch.log_softmax(_tempered(scores, temperature), -1)
         position = (choices == batch.input_ids[:, P:P + 1]).float().argmax(-1, keepdim=True)
         result = {"logprobs": _widen(logp.gather(-1, position).squeeze(-1), width)}
@@ -454,15 +617,6 @@ class ActionScorerPolicy:
         policy = cls(config, value_head="value_head" in state)
         policy.load_state_dict(state)
         return policy
-
-
-def _padded(rows: Sequence[Sequence[int]], fill: int) -> torch.Tensor:
-    """``rows`` right-padded with ``fill`` into one tensor, placed by one masked assignment (a
-    nested list to ``torch.tensor`` converts element by element: slow for a turn's prompts)."""
-    lengths = torch.tensor([len(row) for row in rows], dtype=torch.long)
-    padded = torch.full((len(rows), int(lengths.max())), fill, dtype=torch.long)
-    padded[torch.arange(padded.shape[1]) < lengths[:, None]] = torch.tensor(list(chain.from_iterable(rows)), dtype=torch.long)
-    return padded
 
 
 def _widen(column: torch.Tensor, width: int) -> torch.Tensor:

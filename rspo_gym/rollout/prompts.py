@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Sequence
 
 __all__ = [
@@ -125,6 +126,12 @@ def template_for(env_id: str | None) -> PromptTemplate:
     return GENERIC
 
 
+@lru_cache(maxsize=None)
+def _compiled(pattern: str) -> re.Pattern:
+    """A template's ``strip_pattern``, compiled once (``re.sub`` looks it up in re's cache per call)."""
+    return re.compile(pattern, re.S)
+
+
 @dataclass(frozen=True)
 class FittedPrompt:
     """A prompt's token ids and how many history entries were left out to fit the token budget."""
@@ -150,7 +157,7 @@ class PromptBuilder:
 
     def observation_text(self, obs: str) -> str:
         pattern = self.template.strip_pattern
-        return re.sub(pattern, "", obs, count=1, flags=re.S) if pattern else obs
+        return _compiled(pattern).sub("", obs, count=1) if pattern else obs
 
     def build(
         self,
@@ -224,7 +231,7 @@ class PromptBuilder:
         def keeping(k: int) -> list[int]:
             return self.chat_ids(tokenizer, replace(self, history_length=k).build(task, observation, admissible_actions, history))
 
-        ids = keeping(window)
+        ids = self.chat_ids(tokenizer, self.build(task, observation, admissible_actions, history))  # = keeping(window)
         if max_length is None or len(ids) <= max_length or window == 0:
             return FittedPrompt(ids, 0)
         fits, over, ids = 0, window, keeping(0)

@@ -6,7 +6,7 @@ import torch
 import rspo_gym  # noqa: F401
 from rspo_gym.algos import GiGPOTrainer, GRPOTrainer, PPOTrainer, RSPOTrainer
 from rspo_gym.algos.envs import make_vector_env
-from rspo_gym.policies.action_scorer import ActionScorerPolicy, HashingTokenizer
+from rspo_gym.policies.action_scorer import ActionScorerPolicy, HashingTokenizer, padded_choices, padded_section_bags
 from rspo_gym.policies.generation import GenerationConfig
 from rspo_gym.rollout.collector import CollectConfig, collect
 from rspo_gym.rollout.trajectory import to_batch
@@ -123,17 +123,26 @@ def test_a_kl_reference_is_a_frozen_copy_that_stays_put(tmp_path):
     trainer.close()
 
 
+def _padded_commands(registry, ids):
+    """Commands' hashed ids as 0-padded rows, from the registry's own token lists."""
+    tokens = [registry.tokens[i] for i in ids.tolist()]
+    width = max(map(len, tokens))
+    return torch.tensor([t + [0] * (width - len(t)) for t in tokens])
+
+
 def _reference_scores(model, prompts, commands, choices):
     """The scorer written as its formula: per-section means by a one-hot matmul over the padded ids,
-    ``w · tanh(W [s; a; s ⊙ a])`` on every (state, command) slot, padding masked to -inf."""
+    ``w · tanh(W [s; a; s ⊙ a])`` (torch's own tanh and autograd) on every (state, command) slot,
+    padding masked to -inf."""
     def pooled(ids):
         sections = torch.nn.functional.one_hot(ids // model.buckets, 5).float() * (ids > 0).unsqueeze(-1)
         return (sections.transpose(1, 2) @ model.embed(ids % model.buckets)) / sections.sum(1).clamp(min=1.0).unsqueeze(-1)
 
-    state = model.state(pooled(prompts)[:, 1:, :].flatten(1))
-    a = model.command(pooled(commands)[:, 0, :])[choices.clamp(min=0)]
+    state = torch.tanh(model.state[0](pooled(prompts)[:, 1:, :].flatten(1)))
+    a = torch.tanh(model.command[0](pooled(commands)[:, 0, :]))[choices.clamp(min=0)]
     s = state[:, None, :].expand_as(a)
-    return model.scorer(torch.cat([s, a, s * a], dim=-1)).squeeze(-1).masked_fill(choices < 0, float("-inf"))
+    hidden = torch.tanh(model.scorer[0](torch.cat([s, a, s * a], dim=-1)))
+    return model.scorer[2](hidden).squeeze(-1).masked_fill(choices < 0, float("-inf"))
 
 
 def test_scores_and_their_gradients_equal_the_formula_on_ragged_batches():
@@ -146,9 +155,11 @@ def test_scores_and_their_gradients_equal_the_formula_on_ragged_batches():
     width = max(map(len, prompts))
     prompts = torch.tensor([[0] * (width - len(p)) + p for p in prompts])  # left-padded, as in a batch
     choices = torch.tensor([[0, 2, 1, -1], [3, -1, -1, -1]])
-    commands = policy.commands.padded(policy.commands.ids(["take mug 1", "go to desk 1", "look", "open fridge 1"]))
+    ids = torch.tensor(policy.commands.ids(["take mug 1", "go to desk 1", "look", "open fridge 1"]))
+    commands = _padded_commands(policy.commands, ids)
     model = policy.model
-    fast = model.scores(model.encode_state(prompts), commands, choices)
+    pairs = padded_choices(torch.where(choices >= 0, ids[choices.clamp(min=0)], -1))  # as registry ids
+    fast, _ = model.scores(padded_section_bags(prompts, model.buckets), policy.commands.bags(pairs.distinct), pairs)
     reference = _reference_scores(model, prompts, commands, choices)
     assert torch.equal(torch.isinf(fast), choices < 0)
     assert torch.allclose(fast[choices >= 0], reference[choices >= 0], atol=1e-6)
@@ -167,3 +178,42 @@ def test_the_tokenizer_remembers_parts_without_changing_ids():
     assert first == again == [i for section, part in tok.sections(prompt) for i in tok.encode(part, section)]
     again.append(7)  # a caller's list is its own: the remembered parts stay intact
     assert tok(prompt)["input_ids"] == first
+
+
+def test_hand_written_gradients_equal_autograd_in_float64():
+    """The pooling and the pair head's backward passes (``_BagMeans``, ``_PairScores``) and the
+    sigmoid form of tanh, against finite differences in float64."""
+    from rspo_gym.policies.action_scorer import Tanh, _BagMeans, _PairScores, listed_choices, listed_section_bags
+
+    torch.manual_seed(0)
+    bags = listed_section_bags([[1 * 16 + 3, 2 * 16 + 5, 1 * 16 + 3], [4 * 16 + 7], [2 * 16 + 9, 3 * 16 + 1]], 16)
+    weight = torch.randn(16, 3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda w: _BagMeans.apply(w, bags), (weight,))
+    assert torch.allclose(_BagMeans.apply(weight, bags), torch.nn.functional.embedding_bag(bags.ids, weight, bags.offsets, mode="mean"))
+    choices = listed_choices([[4, 1], [2], [1, 3, 4]])  # registry ids, ragged
+    h = 4
+    inputs = [torch.randn(3, h), torch.randn(len(choices.distinct), h), torch.randn(h, 3 * h), torch.randn(h), torch.randn(1, h), torch.randn(1)]
+    inputs = [x.double().requires_grad_() for x in inputs]
+    assert torch.autograd.gradcheck(lambda *xs: _PairScores.apply(*xs, choices).clamp(min=-1e9), inputs)
+    x = torch.linspace(-20, 20, 4001, dtype=torch.float32, requires_grad=True)
+    y = Tanh()(x)
+    assert float((y.detach() - torch.tanh(x.detach())).abs().max()) < 3e-7
+    y.sum().backward()
+    assert torch.allclose(x.grad, 1 - torch.tanh(x.detach()) ** 2, atol=1e-6)
+
+
+def test_a_prompt_pools_alike_in_its_rollout_turn_and_in_a_training_batch():
+    """The rollout scores prompts from their id lists, the update from the left-padded batch; the
+    bags (hence the means, hence the log-probs) are the same."""
+    from rspo_gym.policies.action_scorer import listed_section_bags, padded_section_bags
+
+    tok = HashingTokenizer(64)
+    prompts = [tok(text)["input_ids"] for text in (
+        "Your task is to: put a mug in the desk.\nPrior to this step, you have already taken 1 step(s). Below are the most "
+        "recent 1 observations and the corresponding actions you took: \n[Observation 1: 'You see a desk 1.', Action 1: "
+        "'go to desk 1']\nYou are now at step 2 and your current observation is: You see a mug 1.\nYour admissible actions "
+        "of the current situation are: ['take mug 1'].", "You arrive at fridge 1.", "look")]
+    width = max(map(len, prompts))
+    padded = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
+    for a, b in zip(listed_section_bags(prompts, 64), padded_section_bags(padded, 64)):
+        assert torch.equal(a, b)
