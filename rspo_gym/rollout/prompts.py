@@ -168,10 +168,8 @@ class PromptBuilder:
     ) -> str:
         """The user message; ``history`` is every past (observation, action) pair, oldest first."""
         actions = [a for a in admissible_actions if a != "help"]
-        if self.template is WEBSHOP:
-            action_text = ",\n".join(f"'{a}'" for a in actions)
-        else:
-            action_text = "\n ".join(f"'{a}'" for a in actions)
+        separator = "',\n'" if self.template is WEBSHOP else "'\n '"  # each action quoted
+        action_text = f"'{separator.join(actions)}'" if actions else ""
         fields = dict(
             task=task,
             observation=self.observation_text(observation),
