@@ -314,97 +314,79 @@ def listed_choices(ids: Sequence[Sequence[int]]) -> Choices:
     return choices_of(rows, columns, flat, (len(ids), int(lengths.max())))
 
 
-class _BagMeans(torch.autograd.Function):
-    """``embedding_bag(mode="mean")`` with its weight gradient as one ``index_add_``.
-
-    torch's own backward of mean bags on CPU sorts the ids and scatters row by row: it took ~1 ms a
-    training step (the scorer's costliest op); the gradient of a mean is each bag's gradient over
-    its size, added to the rows of its ids, which ``index_add_`` does in one pass.
-    """
-
-    @staticmethod
-    def forward(ctx, weight: torch.Tensor, bags: Bags) -> torch.Tensor:  # type: ignore[override]
-        ids = torch.from_numpy(bags.ids)
-        ctx.save_for_backward(ids, torch.from_numpy(bags.bags), torch.from_numpy(bags.counts))
-        ctx.rows = weight.shape[0]
-        return nn.functional.embedding_bag(ids, weight, torch.from_numpy(bags.offsets), mode="mean")
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
-        ids, bags, counts = ctx.saved_tensors
-        per_id = (grad / counts.clamp(min=1).unsqueeze(1)).index_select(0, bags)
-        return grad.new_zeros(ctx.rows, grad.shape[1]).index_add_(0, ids, per_id), None
-
-
-class _SigmoidTanh(torch.autograd.Function):
-    """``tanh(x)`` as ``2 sigmoid(2x) - 1``, with tanh's own gradient ``1 - y^2`` (see ``Tanh``)."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        y = _sigmoid_tanh(x)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        (y,) = ctx.saved_tensors
-        return torch.ops.aten.tanh_backward(grad, y)
-
-
 def _sigmoid_tanh(x: torch.Tensor) -> torch.Tensor:
+    """``tanh(x)`` as ``2 sigmoid(2x) - 1`` (equal to float32 rounding, within 2e-7): torch's CPU
+    tanh kernel runs ~3x slower than its sigmoid, and the scorer's hidden layer over every (state,
+    command) pair was a large share of a training step."""
     return torch.sigmoid(x * 2).mul_(2).sub_(1)
 
 
-class _PairScores(torch.autograd.Function):
-    """The scorer's head over the (state, command) pairs, ``w · tanh(W_s s + W_a a + W_sa (s ⊙ a) + b) + c``
-    placed in the ``choices.shape`` table (-inf elsewhere), with its backward written out.
+class _Scores(torch.autograd.Function):
+    """``ActionScorer.scores`` as one autograd node, its backward the chain rule written out.
 
-    Autograd's own graph of these steps (gathers, splits of ``W``, a product, two layers, a
-    scatter into the table) held ~20 nodes whose bookkeeping, zero-filled buffers and sort-based
-    scatters cost more than the arithmetic at these sizes (a few thousand pairs of width 64); the
-    gradients below are the chain rule of the same formula, a pass per quantity.
+    Forward: the bags' mean embeddings (one ``embedding_bag``); the state code ``s = tanh(W_1 x_s
+    + b_1)`` of each prompt's section means side by side and the code ``a = tanh(W_2 x_a + b_2)``
+    of each distinct command; per (state, command) pair ``w · tanh(W_s s + W_a a + W_sa (s ⊙ a) +
+    b) + c``, placed in the ``choices.shape`` table (-inf elsewhere).
+
+    Why by hand: at these sizes (a few thousand ids and pairs, width 64) the arithmetic is cheap
+    and autograd's graph was not: ~30 nodes of gathers, slices, splits of ``W`` and scatters, each
+    with bookkeeping and zero-filled buffers, and torch's backward of mean bags sorts the ids. Here
+    each gradient is one pass: a mean's is its bag's gradient over its size, added to the rows of
+    its ids by one ``index_add_``.
     """
 
     @staticmethod
-    def forward(ctx, state, codes, weight, bias, last_weight, last_bias, choices: Choices):  # type: ignore[override]
-        w_state, w_command, w_product = weight.split(state.shape[1], dim=1)
+    def forward(ctx, embed, state_w, state_b, command_w, command_b, first_w, first_b, last_w, last_b,  # type: ignore[override]
+                bags: Bags, split: int, choices: Choices):
+        ids, bag, counts = torch.from_numpy(bags.ids), torch.from_numpy(bags.bags), torch.from_numpy(bags.counts)
+        means = nn.functional.embedding_bag(ids, embed, torch.from_numpy(bags.offsets), mode="mean")
+        dim, hidden_size = embed.shape[1], state_w.shape[0]
+        x_state = means[:split].view(-1, SECTIONS * dim)[:, dim:]  # sections 1.. side by side
+        x_command = means[split:]
+        state = _sigmoid_tanh(torch.addmm(state_b, x_state, state_w.t()))
+        codes = _sigmoid_tanh(torch.addmm(command_b, x_command, command_w.t()))
+        w_state, w_command, w_product = first_w.split(hidden_size, dim=1)
         rows, commands = choices.rows, choices.commands
         s, a = state.index_select(0, rows), codes.index_select(0, commands)
         product = s * a
-        per_pair = torch.addmm(bias, state, w_state.t()).index_select(0, rows)
+        per_pair = torch.addmm(first_b, state, w_state.t()).index_select(0, rows)
         per_pair += (codes @ w_command.t()).index_select(0, commands)
         hidden = _sigmoid_tanh(torch.addmm(per_pair, product, w_product.t()))
-        raw = torch.addmv(last_bias, hidden, last_weight[0])
-        ctx.save_for_backward(state, codes, weight, last_weight, s, a, product, hidden)
-        ctx.choices = choices
+        raw = torch.addmv(last_b, hidden, last_w[0])
+        ctx.save_for_backward(ids, bag, counts, state_w, command_w, first_w, last_w, x_state, x_command, state, codes,
+                              s, a, product, hidden)
+        ctx.choices, ctx.shape = choices, (embed.shape, means.shape, split)
         table = torch.full((choices.shape[0] * choices.shape[1],), float("-inf"), dtype=raw.dtype)
-        return table.index_copy_(0, choices.cells, raw).view(choices.shape)
+        return table.index_copy_(0, choices.cells, raw).view(choices.shape), state
 
     @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
-        state, codes, weight, last_weight, s, a, product, hidden = ctx.saved_tensors
-        choices = ctx.choices
+    def backward(ctx, g_table, g_state_out):  # type: ignore[override]
+        (ids, bag, counts, state_w, command_w, first_w, last_w, x_state, x_command, state, codes,
+         s, a, product, hidden) = ctx.saved_tensors
+        choices, (embed_shape, means_shape, split) = ctx.choices, ctx.shape
         rows, commands = choices.rows, choices.commands
-        w_state, w_command, w_product = weight.split(state.shape[1], dim=1)
-        g_raw = grad.reshape(-1).index_select(0, choices.cells)
-        g_hidden = torch.ops.aten.tanh_backward(torch.outer(g_raw, last_weight[0]), hidden)
+        w_state, w_command, w_product = first_w.split(state.shape[1], dim=1)
+        g_raw = g_table.reshape(-1).index_select(0, choices.cells)
+        g_hidden = torch.ops.aten.tanh_backward(torch.outer(g_raw, last_w[0]), hidden)
         g_product = g_hidden @ w_product
         g_per_state = state.new_zeros(state.shape).index_add_(0, rows, g_hidden)
         g_per_command = codes.new_zeros(codes.shape).index_add_(0, commands, g_hidden)
         g_state = torch.addmm(state.new_zeros(state.shape).index_add_(0, rows, g_product * a), g_per_state, w_state)
+        if g_state_out is not None:
+            g_state += g_state_out
         g_codes = torch.addmm(codes.new_zeros(codes.shape).index_add_(0, commands, g_product * s), g_per_command, w_command)
-        g_weight = torch.cat([g_per_state.t() @ state, g_per_command.t() @ codes, g_hidden.t() @ product], dim=1)
-        return (g_state, g_codes, g_weight, g_per_state.sum(0), (g_raw @ hidden).unsqueeze(0), g_raw.sum().view(1), None)
-
-
-class Tanh(nn.Module):
-    """``nn.Tanh`` computed as ``2 sigmoid(2x) - 1`` (equal to float32 rounding, within 2e-7).
-
-    torch's CPU tanh kernel runs ~3x slower than its sigmoid, and the tanh over every (state,
-    command) pair's hidden layer was a large share of a training step."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _SigmoidTanh.apply(x) if torch.is_grad_enabled() and x.requires_grad else _sigmoid_tanh(x)
+        g_first_w = torch.cat([g_per_state.t() @ state, g_per_command.t() @ codes, g_hidden.t() @ product], dim=1)
+        g_state_in = torch.ops.aten.tanh_backward(g_state, state)
+        g_command_in = torch.ops.aten.tanh_backward(g_codes, codes)
+        g_means = state.new_zeros(means_shape)
+        dim = means_shape[1]
+        g_means[:split].view(-1, SECTIONS * dim)[:, dim:] = g_state_in @ state_w
+        g_means[split:] = g_command_in @ command_w
+        per_id = (g_means / counts.clamp(min=1).unsqueeze(1)).index_select(0, bag)
+        g_embed = state.new_zeros(embed_shape).index_add_(0, ids, per_id)
+        return (g_embed, g_state_in.t() @ x_state, g_state_in.sum(0), g_command_in.t() @ x_command, g_command_in.sum(0),
+                g_first_w, g_per_state.sum(0), (g_raw @ hidden).unsqueeze(0), g_raw.sum().view(1), None, None, None)
 
 
 class ActionScorer(nn.Module):
@@ -419,33 +401,24 @@ class ActionScorer(nn.Module):
         super().__init__()
         self.buckets = config.buckets
         self.embed = nn.Embedding(config.buckets, config.embed_dim, padding_idx=0)
-        self.state = nn.Sequential(nn.Linear((SECTIONS - 1) * config.embed_dim, config.hidden), Tanh())
-        self.command = nn.Sequential(nn.Linear(config.embed_dim, config.hidden), Tanh())
-        self.scorer = nn.Sequential(nn.Linear(3 * config.hidden, config.hidden), Tanh(), nn.Linear(config.hidden, 1))
-
-    def pooled(self, bags: Bags) -> torch.Tensor:
-        """``(bags, embed_dim)``: the mean embedding of each bag's ids (an empty bag is 0).
-
-        One pass over the real ids only: padding is most of a batch of prompts of unequal
-        length, and it is neither looked up nor differentiated."""
-        return _BagMeans.apply(self.embed.weight, bags)
+        self.state = nn.Sequential(nn.Linear((SECTIONS - 1) * config.embed_dim, config.hidden), nn.Tanh())
+        self.command = nn.Sequential(nn.Linear(config.embed_dim, config.hidden), nn.Tanh())
+        self.scorer = nn.Sequential(nn.Linear(3 * config.hidden, config.hidden), nn.Tanh(), nn.Linear(config.hidden, 1))
 
     def scores(self, prompts: Bags, commands: Bags, choices: Choices) -> tuple[torch.Tensor, torch.Tensor]:
         """The ``choices.shape`` scores of ``choices`` (-inf where there is none), whose commands'
         bags are ``commands`` (one per distinct command), and the ``(B, h)`` state codes of
-        ``prompts`` (``SECTIONS`` bags a row).
+        ``prompts`` (``SECTIONS`` bags a row); the modules' forward passes, computed by ``_Scores``.
 
-        The prompts' and the commands' means are one pooling pass. The first scorer layer
-        ``W [s; a; s ⊙ a]`` is applied as ``W_s s + W_a a + W_sa (s ⊙ a)``: ``W_s s`` once per
-        state and ``W_a a`` once per distinct command rather than once per (state, command) pair,
-        and only real pairs are scored.
+        The prompts' and the commands' means are one pooling pass over the real ids only (padding
+        is most of a batch of prompts of unequal length). The first scorer layer ``W [s; a; s ⊙ a]``
+        is applied as ``W_s s + W_a a + W_sa (s ⊙ a)``: ``W_s s`` once per state and ``W_a a`` once
+        per distinct command rather than once per (state, command) pair, and only real pairs are
+        scored.
         """
-        means = self.pooled(prompts.join(commands))
-        split, dim = len(prompts.counts), means.shape[1]
-        state = self.state(means[:split].view(-1, SECTIONS * dim)[:, dim:])  # sections 1.. side by side
-        codes = self.command(means[split:])  # (U, h)
-        first, last = self.scorer[0], self.scorer[2]
-        return _PairScores.apply(state, codes, first.weight, first.bias, last.weight, last.bias, choices), state
+        (state, _), (command, _), (first, _, last) = self.state, self.command, self.scorer
+        return _Scores.apply(self.embed.weight, state.weight, state.bias, command.weight, command.bias, first.weight,
+                             first.bias, last.weight, last.bias, prompts.join(commands), len(prompts.counts), choices)
 
 
 def _tempered(scores: torch.Tensor, temperature: float) -> torch.Tensor:

@@ -180,27 +180,31 @@ def test_the_tokenizer_remembers_parts_without_changing_ids():
     assert tok(prompt)["input_ids"] == first
 
 
-def test_hand_written_gradients_equal_autograd_in_float64():
-    """The pooling and the pair head's backward passes (``_BagMeans``, ``_PairScores``) and the
-    sigmoid form of tanh, against finite differences in float64."""
-    from rspo_gym.policies.action_scorer import Tanh, _BagMeans, _PairScores, listed_choices, listed_section_bags
+def test_the_hand_written_backward_equals_finite_differences_in_float64():
+    """``_Scores`` (every parameter's gradient, and the state codes' for a value head), and the
+    sigmoid form of tanh against torch's."""
+    from rspo_gym.policies.action_scorer import (
+        ActionScorer, CommandRegistry, ScorerConfig, _Scores, _sigmoid_tanh, listed_choices, listed_section_bags,
+    )
 
     torch.manual_seed(0)
-    bags = listed_section_bags([[1 * 16 + 3, 2 * 16 + 5, 1 * 16 + 3], [4 * 16 + 7], [2 * 16 + 9, 3 * 16 + 1]], 16)
-    weight = torch.randn(16, 3, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda w: _BagMeans.apply(w, bags), (weight,))
-    reference = torch.nn.functional.embedding_bag(torch.from_numpy(bags.ids), weight, torch.from_numpy(bags.offsets), mode="mean")
-    assert torch.allclose(_BagMeans.apply(weight, bags), reference)
-    choices = listed_choices([[4, 1], [2], [1, 3, 4]])  # registry ids, ragged
-    h = 4
-    inputs = [torch.randn(3, h), torch.randn(len(choices.distinct), h), torch.randn(h, 3 * h), torch.randn(h), torch.randn(1, h), torch.randn(1)]
-    inputs = [x.double().requires_grad_() for x in inputs]
-    assert torch.autograd.gradcheck(lambda *xs: _PairScores.apply(*xs, choices).clamp(min=-1e9), inputs)
-    x = torch.linspace(-20, 20, 4001, dtype=torch.float32, requires_grad=True)
-    y = Tanh()(x)
-    assert float((y.detach() - torch.tanh(x.detach())).abs().max()) < 3e-7
-    y.sum().backward()
-    assert torch.allclose(x.grad, 1 - torch.tanh(x.detach()) ** 2, atol=1e-6)
+    model = ActionScorer(ScorerConfig(buckets=16, embed_dim=3, hidden=4)).double()
+    tok = HashingTokenizer(16)
+    prompts = listed_section_bags([tok(text)["input_ids"] for text in ("go to fridge", "Your task is to: heat a mug.\nYour "
+                                   "current observation is: a mug 1\nYour admissible actions", "look")], 16)
+    registry = CommandRegistry(tok, ["take mug 1", "look", "go to desk 1", "open fridge 1"])
+    choices = listed_choices([[3, 1], [2], [1, 0, 3]])  # ragged
+    commands = registry.bags(choices.distinct)
+    weights = tuple(model.parameters())
+    assert len(weights) == 9
+
+    def scores(*params):
+        table, state = _Scores.apply(*params, prompts.join(commands), len(prompts.counts), choices)
+        return table.clamp(min=-1e9), state
+
+    assert torch.autograd.gradcheck(scores, weights)
+    x = torch.linspace(-20, 20, 4001)
+    assert float((_sigmoid_tanh(x) - torch.tanh(x)).abs().max()) < 3e-7
 
 
 def test_a_prompt_pools_alike_in_its_rollout_turn_and_in_a_training_batch():
