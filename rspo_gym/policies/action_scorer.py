@@ -41,6 +41,7 @@ import torch
 from torch import nn
 
 from rspo_gym.policies.generation import GenerationConfig, GenerationOutput
+from rspo_gym.rollout.prompts import ALFWORLD, GENERIC, WEBSHOP, PromptBuilder
 
 __all__ = [
     "ACTION_SCORER_MODELS",
@@ -176,10 +177,69 @@ class HashingTokenizer:
         return found
 
     def __call__(self, text: str, add_special_tokens: bool = True) -> dict[str, list[int]]:
+        return {"input_ids": self._joined(self.sections(text))}
+
+    def prompt_ids(self, builder: PromptBuilder, task: str, observation: str, history: Sequence[tuple[str, str]]) -> list[int] | None:
+        """``self(builder.build(task, observation, actions, history))["input_ids"]`` read from the
+        fields, without rendering the prompt and parsing it back (``PromptBuilder.fitted_ids``
+        asks for it): ``prompt_sections``, or None when that cannot tell."""
+        parts = prompt_sections(builder, task, observation, history)
+        return None if parts is None else self._joined(parts)
+
+    def _joined(self, parts: list[tuple[int, str]]) -> list[int]:
         ids: list[int] = []
-        for section, part in self.sections(text):
+        for section, part in parts:
             ids += self.encoded_part(part, section)
-        return {"input_ids": ids}
+        return ids
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What a template puts right after its fields (see ``prompt_sections``)."""
+
+    task_end: str
+    observation_end: str
+    first_has_task: bool
+
+
+_LAYOUTS = {id(ALFWORLD): _Layout("", "", False), id(WEBSHOP): _Layout(".", ".", True), id(GENERIC): _Layout("", "", True)}
+
+
+def prompt_sections(builder: PromptBuilder, task: str, observation: str, history: Sequence[tuple[str, str]]) -> list[tuple[int, str]] | None:
+    """``HashingTokenizer.sections`` of ``builder.build(task, observation, actions, history)``, from
+    the fields, for the suite's templates; None for another template or when a field holds text
+    that would move what the parse finds (a section marker, a history entry's quote-and-comma).
+
+    Rendering a step's prompt (its thousand characters, most of them the admissible actions this
+    tokenizer drops) and finding the sections again cost more than the env step. Where no field
+    holds the markers, the parse finds each field where the template put it: the current
+    observation (its line breaks at the end dropped) and the task line, each with the template's
+    punctuation after it, and the window's (observation, action) pairs. ALFWorld's first prompt
+    shows no task, and the parse finds it in the observation, which the game's intro ends with.
+    """
+    layout = _LAYOUTS.get(id(builder.template))
+    if layout is None:
+        return None
+    current = builder.observation_text(observation) + layout.observation_end
+    if _ACTIONS_MARK in current:
+        return None
+    parts = [(OBSERVATION, current.rstrip("\n"))]
+    recent = list(history)[-builder.history_length:] if history and builder.history_length > 0 else []
+    if history or layout.first_has_task:
+        if _STATE_MARK in task or "[Observation " in task:
+            return None
+        parts.append((TASK, (task + layout.task_end).partition("\n")[0]))
+    else:  # ALFWorld's first step: the task is the observation's "Your task is to: ..." line
+        found = current.find(_TASK_MARK)
+        if found < 0:
+            return None
+        parts.append((TASK, current[found + len(_TASK_MARK):].partition("\n")[0]))
+    for past, action in recent:
+        past = builder.observation_text(past)
+        if _STATE_MARK in past or _STATE_MARK in action or "', Action " in past or "']" in action:
+            return None
+        parts += [(PAST_OBSERVATIONS, past), (PAST_ACTIONS, action)]
+    return parts
 
 
 class CommandRegistry:

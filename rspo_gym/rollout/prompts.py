@@ -229,6 +229,11 @@ class PromptBuilder:
         def keeping(k: int) -> list[int]:
             return self.chat_ids(tokenizer, replace(self, history_length=k).build(task, observation, admissible_actions, history))
 
+        if max_length is None:  # a tokenizer that reads the fields instead of the rendered text (the fast policy's)
+            direct = getattr(tokenizer, "prompt_ids", None)
+            ids = None if direct is None else direct(self, task, observation, history)
+            if ids is not None:
+                return FittedPrompt(ids, 0)
         ids = self.chat_ids(tokenizer, self.build(task, observation, admissible_actions, history))  # = keeping(window)
         if max_length is None or len(ids) <= max_length or window == 0:
             return FittedPrompt(ids, 0)

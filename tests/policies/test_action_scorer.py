@@ -222,3 +222,31 @@ def test_a_prompt_pools_alike_in_its_rollout_turn_and_in_a_training_batch():
     padded = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
     for a, b in zip(listed_section_bags(prompts, 64), padded_section_bags(padded, 64)):
         assert a.tolist() == b.tolist()
+
+
+def test_prompt_ids_read_from_the_fields_equal_the_parsed_rendered_prompt():
+    """``HashingTokenizer.prompt_ids`` skips rendering the prompt; wherever it answers, its parts
+    are what parsing the rendered prompt finds, on fields full of the templates' markers."""
+    import random
+
+    from rspo_gym.policies.action_scorer import prompt_sections
+    from rspo_gym.rollout.prompts import ALFWORLD, GENERIC, WEBSHOP, PromptBuilder
+
+    tok = HashingTokenizer(64)
+    rng = random.Random(0)
+    pieces = ["current observation is: ", "\n", "\nYour admissible actions", "Your task is to: ", "x y", "'", "', Action ",
+              "', Action 3: '", "']", "[Observation 2: '", ".", "-= Welcome to TextWorld, ALFRED! =-\n\n", "Instruction: [SEP] a [SEP] "]
+
+    def text(k=6):
+        return "".join(rng.choice(pieces) for _ in range(rng.randint(0, k)))
+
+    answered = 0
+    for _ in range(20_000):
+        builder = PromptBuilder(rng.choice([ALFWORLD, WEBSHOP, GENERIC]), history_length=rng.choice([0, 1, 2]))
+        task, observation, history = text(), text(), [(text(), text()) for _ in range(rng.choice([0, 1, 3]))]
+        parts = prompt_sections(builder, task, observation, history)
+        if parts is not None:
+            answered += 1
+            assert parts == tok.sections(builder.build(task, observation, [text(3)], history))
+            assert tok.prompt_ids(builder, task, observation, history) == tok(builder.build(task, observation, ["look"], history))["input_ids"]
+    assert answered > 5_000
