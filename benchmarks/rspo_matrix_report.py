@@ -30,7 +30,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import write_json  # noqa: E402
-from intervals import bootstrap_mean_ci, paired_difference_ci  # noqa: E402
+from rspo_gym.intervals import bootstrap_mean_ci, paired_difference_ci  # noqa: E402
 from rspo_matrix import ARMS, BASES, MAIN_ARMS, PLANS, load_results  # noqa: E402
 
 #: (a, b) arm pairs whose paired difference a - b is reported, per base.

@@ -4,7 +4,8 @@
     python examples/sb3_maskable_ppo.py --timesteps 5000 --eval-goals 20
 
 ``make_sb3_env`` turns the text env into hashed word features (a ``Box``) and the k-th admissible
-command into action ``k``, masked to the commands that exist. Needs the ``[sb3]`` extra.
+command into action ``k``, masked to the commands that exist. Training shows SB3's progress bar
+(``--no-progress``: none). Needs the ``[sb3]`` extra.
 """
 
 import argparse
@@ -24,11 +25,12 @@ def main(argv=None):
     parser.add_argument("--dim", type=int, default=4096, help="hashed feature size")
     parser.add_argument("--n-steps", type=int, default=2048, help="env steps per PPO rollout")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar while training")
     args = parser.parse_args(argv)
 
     env = make_sb3_env("rspo/WebShop-v0", dim=args.dim, num_products=args.num_products, split="train")
     model = MaskablePPO("MlpPolicy", env, n_steps=args.n_steps, batch_size=min(64, args.n_steps), seed=args.seed, verbose=0)
-    model.learn(total_timesteps=args.timesteps)
+    model.learn(total_timesteps=args.timesteps, progress_bar=not args.no_progress)  # SB3's bar: tqdm and rich, in the [sb3] extra
 
     test = make_sb3_env("rspo/WebShop-v0", dim=args.dim, num_products=args.num_products, split="test")
     wins, scores = [], []

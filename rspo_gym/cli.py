@@ -306,8 +306,8 @@ def _quickstart(args: argparse.Namespace) -> int:
 
     config = QuickstartConfig(
         env_id=args.env, base=args.base, swap=args.swap, model=args.model, warm_start=args.warm_start, task_type=args.task_type,
-        train_tasks=args.train_tasks, eval_tasks=args.eval_tasks, budget_minutes=args.budget_minutes,
-        iterations=args.iterations, output_dir=args.output_dir, seed=args.seed,
+        train_tasks=args.train_tasks, eval_tasks=args.eval_tasks, eval_episodes=args.eval_episodes, eval_every=args.eval_every,
+        time_limit_minutes=args.time_limit_minutes, iterations=args.iterations, output_dir=args.output_dir, seed=args.seed,
     )
     try:
         run_quickstart(config)
@@ -330,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {rspo_gym.__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser = functools.partial(commands.add_parser, formatter_class=_HelpFormatter)  # defaults in every help
-    quick = commands.add_parser("quickstart", help="learn ALFWorld with RSPO on a CPU in ~10 minutes (needs the [llm] extra)")
+    quick = commands.add_parser("quickstart", help="learn ALFWorld with RSPO on a CPU: fixed, seeded work, ~10 minutes on 2 cores (needs the [llm] extra)")
     defaults = _quickstart_defaults()
     quick.add_argument("--env", default=defaults.env_id, help=f"default: {defaults.env_id}")
     quick.add_argument("--base", choices=("grpo", "ppo", "gigpo"), default=defaults.base, help="RSPO's base algorithm")
@@ -341,8 +341,12 @@ def build_parser() -> argparse.ArgumentParser:
     quick.add_argument("--task-type", default=defaults.task_type, help="ALFWorld task type of the task set")
     quick.add_argument("--train-tasks", type=int, default=defaults.train_tasks, help="size of the training task set")
     quick.add_argument("--eval-tasks", type=int, default=defaults.eval_tasks, help="held-out tasks per evaluation")
-    quick.add_argument("--budget-minutes", type=float, default=defaults.budget_minutes, help="wall-clock limit of the whole run")
-    quick.add_argument("--iterations", type=int, default=defaults.iterations, help="upper bound on RL iterations")
+    quick.add_argument("--eval-episodes", type=int, default=defaults.eval_episodes, help="seeded episodes per held-out task")
+    quick.add_argument("--eval-every", type=int, default=defaults.eval_every,
+                       help="also evaluate every this many iterations (0: at the start and the end only)")
+    quick.add_argument("--iterations", type=int, default=defaults.iterations, help="RL iterations (the work is fixed, not timed)")
+    quick.add_argument("--time-limit-minutes", type=float, default=None,
+                       help="opt-in wall-clock limit: training stops early to end by it (the summary says how many iterations ran)")
     quick.add_argument("--output-dir", default=defaults.output_dir, help="results folder")
     quick.add_argument("--seed", type=int, default=defaults.seed, help="seed of everything")
     quick.set_defaults(run=_quickstart)
@@ -378,7 +382,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="training reward (default: the env's: score on WebShop, outcome elsewhere)")
     train.add_argument("--model", default="tiny",
                        help="tiny (on ALFWorld / WebShop: the env's warm start), tiny-untrained, smollm2-135m, "
-                            "a Hugging Face id or a local path (default: tiny)")
+                            "drrn (the fast path: a small action-scoring network, no LLM; a run in about a minute "
+                            "on a CPU, docs/cli.md), a Hugging Face id or a local path (default: tiny)")
     train.add_argument("--iterations", type=int, default=None, help="iterations (default: the config's)")
     train.add_argument("--seed", type=int, default=None, help="seed of everything (default: the config's: 0)")
     train.add_argument("--group-size", type=int, default=None, help="trajectories per task (default: the config's: 4, PPO 1)")
@@ -400,8 +405,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = commands.add_parser("eval", help="success of a model on held-out tasks; needs the [llm] extra")
     evaluate.add_argument("--env", default=None, help="registered env id (default: the run's, else rspo/ALFWorld-v0)")
     evaluate.add_argument("--model", default="tiny",
-                          help="a trained run folder (or its policy/), tiny (the env's warm start), tiny-untrained, "
-                               "smollm2-135m or an HF id (default: tiny)")
+                          help="a trained run folder (or its policy/) of any model, drrn runs included, tiny (the env's "
+                               "warm start), tiny-untrained, smollm2-135m or an HF id (default: tiny)")
     evaluate.add_argument("--split", default=None, help="held-out split (default: the run's, else the env family's)")
     evaluate.add_argument("--tasks", type=int, default=None,
                           help=f"number of held-out tasks, the split's first (default: the run's tasks, else {EVAL_TASKS})")

@@ -25,13 +25,15 @@ def _scores_differ(history: Sequence[dict[str, Any]]) -> bool:
 
 
 def plot_learning_curve(
-    history: Sequence[dict[str, Any]], path: str | Path, *, title: str, start: dict[str, Any] | None = None
+    history: Sequence[dict[str, Any]], path: str | Path, *, title: str, start: dict[str, Any] | None = None,
+    held_out_bands: Sequence[tuple[int, float, float]] = (),
 ) -> bool:
     """Write the curve of ``history`` (``Trainer.learn``'s rows) to ``path``; False when skipped.
 
     Training-rollout success is drawn every iteration, held-out (``eval/``) success where it was
     measured, with ``start`` (an ``evaluate()`` of the starting policy) at iteration 0; scores are
-    drawn dashed when they differ from success.
+    drawn dashed when they differ from success. ``held_out_bands`` (iteration, low, high) shades
+    the held-out success's interval, so a reader sees which changes are larger than the noise.
     """
     path = Path(path)
     try:
@@ -51,6 +53,9 @@ def plot_learning_curve(
         if points:
             marker = "o" if key.startswith("eval/") else None
             ax.plot(*zip(*points), color=color, linestyle=style, marker=marker, label=label)
+    if held_out_bands:
+        iterations, lows, highs = zip(*held_out_bands)
+        ax.fill_between(iterations, lows, highs, color="C0", alpha=0.2, label="held-out 95 % interval")
     ax.set_xlabel("RL iteration (0 = the starting policy)" if start is not None else "RL iteration")
     ax.set_ylabel("success rate" if len(curves) == 2 else "success rate / score")
     ax.set_ylim(-0.02, 1.02)

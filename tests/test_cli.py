@@ -64,6 +64,7 @@ def test_quickstart_writes_the_results_folder(tmp_path):
     assert 0.0 <= summary["held_out_success_after_rl"] <= 1.0 and summary["iterations"] == 1
 
 
+@pytest.mark.slow
 def test_quickstart_on_webshop_uses_its_clone_and_can_warm_start(tmp_path):
     """WebShop defaults to the WebShop clone and history 2; its warm start clones the shopper on
     train goals (an ALFWorld task-type filter would leave no demonstrations at all)."""

@@ -23,7 +23,8 @@ def test_every_help_shows_defaults(command, capsys):
     out = " ".join(capsys.readouterr().out.split())  # unwrap argparse's line breaks
     assert "(default:" in out
     if command == ["quickstart"]:
-        assert "held-out tasks per evaluation (default: 30)" in out and "seed of everything (default: 0)" in out
+        assert "held-out tasks per evaluation (default: 35)" in out and "seed of everything (default: 0)" in out
+        assert "seeded episodes per held-out task (default: 4)" in out and "--time-limit-minutes" in out
     if command == ["train"]:
         for flag in ("--group-size", "--num-groups", "--eval-tasks", "--max-turns"):
             assert flag in out

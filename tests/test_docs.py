@@ -47,7 +47,7 @@ def test_readme_fits_on_a_few_screens_and_starts_with_title_and_setup():
 
 
 def test_no_broken_relative_links_in_readme_and_docs():
-    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
     broken = [f"{page.relative_to(ROOT)}: {target}" for page in pages for target in broken_links(page)]
     assert not broken, "broken links:\n" + "\n".join(broken)
 
@@ -66,7 +66,7 @@ def test_config_reference_page_is_current():
 
 
 def test_docs_pages_refer_to_nothing_a_reader_cannot_see():
-    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
     pattern = re.compile(r"design §|reference §|\bF[123]\b|the issue|issue text")
     found = [f"{p.name}: {m.group(0)}" for p in pages for m in pattern.finditer(p.read_text(encoding="utf-8"))]
     assert not found, found
@@ -75,10 +75,12 @@ def test_docs_pages_refer_to_nothing_a_reader_cannot_see():
 def test_mkdocs_build_strict(tmp_path):
     pytest.importorskip("mkdocs")
     pytest.importorskip("material")
+    pytest.importorskip("mkdocstrings")
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"), "-d", str(tmp_path / "site")],
         capture_output=True, text=True, timeout=120, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert (tmp_path / "site" / "config" / "index.html").exists()
+    assert (tmp_path / "site" / "reference" / "trainers" / "index.html").exists()
 

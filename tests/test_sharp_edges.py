@@ -104,6 +104,7 @@ def test_resume_continues_the_named_run_or_refuses_without_touching_its_record(t
     assert {name: (out / name).read_text() for name in before} == before
 
 
+@pytest.mark.slow
 def test_set_seed_is_the_run_seed_and_overwrite_removes_the_previous_results(tmp_path):
     pytest.importorskip("transformers")
     out = tmp_path / "run"

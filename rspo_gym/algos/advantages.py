@@ -280,7 +280,8 @@ def rloo_advantages(
     Args:
         scores: ``(B,)`` one score per row.
         group_ids: ``(B,)`` integer group id per row.
-        traj_ids, episode_stats: as in :func:`grpo_advantages` (``n`` counts rows or trajectories).
+        traj_ids: as in :func:`grpo_advantages`.
+        episode_stats: as in :func:`grpo_advantages` (``n`` counts rows or trajectories).
 
     Returns:
         ``(B,)`` advantages; a group with a single entry has no baseline, so ``adv = s`` (verl).
@@ -490,7 +491,7 @@ def gigpo_advantages(
 def rank_swap(
     outcomes: torch.Tensor, process_returns: torch.Tensor, group_ids: torch.Tensor
 ) -> torch.Tensor:
-    """RSPO rank-consistent return swap (``swap="rank"``; design §5, reference §1.4 "F2").
+    """RSPO rank-consistent return swap (``RSPOConfig.swap="rank"``).
 
     Within each group, trajectories are ranked by ``(outcome, process return)`` ascending, ties broken
     by original index (deterministic), and the k-th ranked trajectory receives the group's k-th

@@ -295,7 +295,9 @@ class TrainerConfig:
     """Checkpoint every this many iterations (0: only at the end of ``learn()``). Every iteration
     by default: a resume then repeats no work, for a few per cent of an iteration's time."""
     progress: bool = True
-    """Show a progress bar (tqdm) on a terminal."""
+    """Show progress on stderr: ``learn()``'s bar (the phase, and the episodes done of its rollout,
+    the turn, env steps per second) and ``evaluate()``'s own when called alone; a tqdm bar on a
+    terminal, a line every 10 s elsewhere (a log file is not flooded)."""
     report_to: str = "none"
     """Where metrics go besides ``metrics.jsonl`` and ``metrics.csv`` (TRL's name): ``none``,
     ``tensorboard`` (event files in ``<output_dir>/tensorboard``; the ``[llm]`` extra installs it)

@@ -60,7 +60,7 @@ def agg_loss(
     """Reduce a ``(B, T)`` per-token loss over the mask to a scalar (verl ``agg_loss``).
 
     The mode fixes how much each token and each sequence weighs; it changes effective step sizes for
-    long vs short rows (reference §6.5).
+    long vs short rows.
 
     Args:
         loss: ``(B, T)`` per-token loss.
@@ -216,7 +216,8 @@ def value_loss(
         returns: ``(B, T)`` targets (the ``returns`` of :func:`~rspo_gym.algos.advantages.gae_advantages`).
         mask: ``(B, T)`` response mask.
         clip: value clip range (verl-agent ``cliprange_value`` 0.5); None disables clipping.
-        agg, norm_factor: as in :func:`agg_loss`.
+        agg: as in :func:`agg_loss`.
+        norm_factor: as in :func:`agg_loss`.
 
     Returns:
         ``(loss, metrics)`` with ``vf_clipfrac``: share of tokens where the clipped term is larger.
@@ -292,7 +293,7 @@ def truncated_is_weights(
 ) -> torch.Tensor:
     """Per-token truncated importance weights ``min(pi / mu, cap)`` for off-policy rows, detached.
 
-    RSPO's explorer rows (design §5) were sampled by another policy ``mu``; weighting their PPO loss by
+    RSPO's replayed explorer rows were sampled by another policy ``mu``; weighting their PPO loss by
     ``pi/mu`` corrects the sampling, and the cap bounds the variance (truncated IS, as in IMPALA/V-trace,
     arXiv 1802.01561). Detached because the weight corrects the sampling distribution, it is not an
     objective to optimize.
@@ -301,7 +302,7 @@ def truncated_is_weights(
         logp: ``(B, T)`` log-probs under the current policy.
         behaviour_logp: ``(B, T)`` log-probs under the policy that sampled the tokens.
         mask: ``(B, T)`` response mask; masked positions get weight 0.
-        cap: truncation level (reference §1.3: 2, or ``1 + 0.28``).
+        cap: truncation level (2, ``RSPOConfig.is_cap``'s default, or ``1 + 0.28``).
 
     Returns:
         ``(B, T)`` weights, pass as ``is_weights`` to :func:`ppo_policy_loss`.

@@ -327,7 +327,8 @@ class RSPOTrainer(Trainer):
         self._iteration_for_anneal = it
         tasks = self.tasks(it)
         with self.dist.full_weights(self.policy):
-            learner = self.gen_batch_ids(collect(self.policy, self.venv, self.collect_config(it), **tasks, row_seeds=self.row_seeds(it, c.group_size)))
+            learner = self.gen_batch_ids(collect(self.policy, self.venv, self.collect_config(it), **tasks, row_seeds=self.row_seeds(it, c.group_size),
+                                                 on_turn=self.rollout_reporter()))
         earlier = self._explorer_rollout if self._gen_batch > 0 else None
         self._explorer_rollout = None
         if self.explorer is not None:
@@ -337,6 +338,7 @@ class RSPOTrainer(Trainer):
                 explored = self.gen_batch_ids(collect(
                     self.explorer, self.explorer_venv, self.collect_config(it, stream=5), **tasks,
                     source="explorer", traj_offset=self.venv.num_envs, row_seeds=self.row_seeds(it, c.explorer_group_size, stream=5),
+                    on_turn=self.rollout_reporter("explorer"),
                 ))
             self._explorer_rollout = explored if earlier is None else concat_rollouts([earlier, explored])
             self.buffer = [(born, r) for born, r in self.buffer if replayable(born, it, c.replay_age)] + [(it, explored)]

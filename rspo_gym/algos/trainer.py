@@ -21,6 +21,7 @@ uninterrupted run would.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import csv
 import gc
@@ -29,7 +30,7 @@ import os
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Hashable
+from typing import Any, Callable, Hashable, Iterator
 
 import numpy as np
 import torch
@@ -45,7 +46,7 @@ from rspo_gym.algos.envs import ProcessSettings, default_eval_split, env_pool_se
 from rspo_gym.algos.kl_control import kl_reward_penalty, next_kl_coef
 from rspo_gym.algos.losses import agg_loss, forced_token_mask, kl_penalty, ppo_policy_loss, truncated_is_weights, value_loss
 from rspo_gym.algos.presets import preset_overrides
-from rspo_gym.algos.progress import TrainingProgress, another_iteration_fits, quiet_third_party_progress
+from rspo_gym.algos.progress import RolloutProgress, TrainingProgress, another_iteration_fits, quiet_third_party_progress
 from rspo_gym.algos.reporting import check_report_to, make_reporter
 from rspo_gym.algos.rewards import episode_scores, training_step_rewards
 from rspo_gym.algos.runs import check_run_folder, create_run_dir, run_name, runs_dir
@@ -56,8 +57,8 @@ from rspo_gym.algos.validation import (
 )
 from rspo_gym.errors import UserError
 from rspo_gym.policies.generation import GenerationConfig
-from rspo_gym.rollout.collector import CollectConfig, CollectionDeadline, collect
-from rspo_gym.rollout.trajectory import Rollout, TrainingBatch, micro_batches, to_batch
+from rspo_gym.rollout.collector import CollectConfig, CollectionDeadline, RolloutCount, collect
+from rspo_gym.rollout.trajectory import Rollout, TrainingBatch, Trajectory, micro_batches, to_batch
 from rspo_gym.rollout.vector import GroupedVectorEnv
 
 __all__ = ["Trainer", "RewardView", "Estimate", "PRECISIONS", "resolve_precision", "loss_weights", "float32_master_weights"]
@@ -211,6 +212,7 @@ class Trainer:
     _collect_deadline: float | None = None  # set by learn() under a time budget; training rollouts stop there
     _last_eval_s = 0.0  # how long the last evaluate() took: the time a budget keeps for the final one
     _gen_batch = 0  # which rollout of the iteration is being sampled (filter_groups samples several)
+    _display: TrainingProgress | None = None  # learn()'s display while it runs: rollouts report to it
     critic = None  # PPO's separate LM critic (``policies/critic.py``); None: a value head on the policy, or no critic
     critic_optimizer: torch.optim.Optimizer | None = None
 
@@ -320,6 +322,7 @@ class Trainer:
             self.config.progress and self.dist.is_main, f"{self.algo} {self.env_id or ''}".strip(), total, self.iteration,
             time_budget_s, speaks=self.dist.is_main,
         )
+        self._display = progress
         with IterationGarbageCollection() as garbage:
             for it in range(self.iteration, total):
                 garbage.iteration_starts()
@@ -368,6 +371,7 @@ class Trainer:
                     if not self._checkpoint_due(it, total):
                         self.save_checkpoint()
                     break
+        self._display = None
         progress.close()
         self._save_results()
         self.dist.barrier()
@@ -492,8 +496,17 @@ class Trainer:
         with self.dist.full_weights(self.policy):
             return self.gen_batch_ids(collect(
                 self.policy, self.venv, self.collect_config(it), **self.tasks(it),
-                row_seeds=self.row_seeds(it, self.config.group_size),
+                row_seeds=self.row_seeds(it, self.config.group_size), on_turn=self.rollout_reporter(),
             ))
+
+    def rollout_reporter(self, label: str = "") -> Callable[[RolloutCount], None] | None:
+        """Where a training rollout says how far it is (``collect``'s ``on_turn``): learn()'s
+        display, so the bar counts episodes while it says "collecting" (``label``: whose rollout,
+        where an iteration plays several, as RSPO's explorer); None outside learn()."""
+        display = self._display
+        if display is None or display.bar is None:
+            return None
+        return lambda count: display.rollout(count, label)
 
     def gathered(self, rollout: Rollout) -> Rollout:
         """Every rank's trajectories (no rows): what the rollout metrics read."""
@@ -789,11 +802,18 @@ class Trainer:
                 metrics[f"{prefix}/success_{task_type}"] = sum(wins) / len(wins)
         return metrics
 
-    def evaluate(self, tasks: int | None = None, *, task_ids: list[int] | None = None, split: str | None = None) -> dict[str, float]:
+    def evaluate(
+        self, tasks: int | None = None, *, task_ids: list[int] | None = None, split: str | None = None,
+        return_episodes: bool = False,
+    ) -> dict[str, float] | tuple[dict[str, float], list[Trajectory]]:
         """Success and score on held-out tasks, one greedy-or-low-temperature episode each.
 
         ``task_ids`` and ``split`` override the config's ``eval_task_ids`` and ``eval_split`` for
-        this call, so one trainer can be measured on its training set and on a held-out split.
+        this call, so one trainer can be measured on its training set and on a held-out split. A
+        task id listed k times is played k times, each episode with its own seed (several
+        episodes per task narrow an interval for less than more tasks). ``return_episodes=True``
+        also returns each episode's ``Trajectory`` in the order of the ids (as Stable-Baselines3's
+        ``evaluate_policy(return_episode_rewards=True)``), for intervals over tasks and episodes.
         """
         c = self.config
         started = time.perf_counter()
@@ -807,10 +827,26 @@ class Trainer:
             reset = {"task_ids": [ids[i] for i in share]}
         config = self.collect_config(0, evaluation=True)
         seeds = [_seed(c.eval_seed, i, m) for i in share for m in range(venv.group_size)]
-        with self.dist.full_weights(self.policy):
-            rollout = collect(self.policy, venv, config, **reset, row_seeds=seeds)
+        with self.dist.full_weights(self.policy), self._evaluation_display(venv.num_envs) as on_turn:
+            rollout = collect(self.policy, venv, config, **reset, row_seeds=seeds, on_turn=on_turn)
         self._last_eval_s = time.perf_counter() - started
-        return self.rollout_metrics(self.gathered(rollout), prefix="eval")
+        gathered = self.gathered(rollout)
+        metrics = self.rollout_metrics(gathered, prefix="eval")
+        return (metrics, gathered.trajectories) if return_episodes else metrics
+
+    @contextlib.contextmanager
+    def _evaluation_display(self, episodes: int) -> Iterator[Callable[[RolloutCount], None] | None]:
+        """Where an evaluation says how far it is: learn()'s display during training, else a bar
+        of its own over its ``episodes`` (the quick start's first evaluation, ``rspo-gym eval``,
+        a script's), shown by the main rank where ``progress`` is on."""
+        if self._display is not None:
+            yield self.rollout_reporter()
+            return
+        display = RolloutProgress(self.config.progress and self.dist.is_main, f"evaluating {self.env_id or ''}".strip(), episodes)
+        try:
+            yield display.update
+        finally:
+            display.close()
 
     def _evaluation_env(self, count: int, split: str | None) -> GroupedVectorEnv:
         """One vector env per (split, size), built on first use and kept for later evaluations."""

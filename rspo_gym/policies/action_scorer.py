@@ -9,7 +9,8 @@
 - ``ActionScorerPolicy``: the ``LLMPolicy`` interface the collector and trainers use (``generate``,
   ``forward``, ``logprobs``, parameters, ``copy`` for RSPO's explorer, ``state_dict``, ``save`` /
   ``load``).
-- ``action_scorer_policy``: what ``Trainer`` builds for ``model="drrn"`` (or a policy given).
+- ``action_scorer_policy``: what ``Trainer`` builds for ``model="drrn"``, for a folder a drrn run
+  saved its ``policy/`` to (``rspo-gym eval --model runs/<run>``), or for a policy given.
 
 One action choice is one "response" of one "token": the response id is the chosen command's id in
 a ``CommandRegistry`` (command text -> id, shared by a policy and its copies), and the row's
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import copy as _copy
 import json
+import os
 import re
 import zlib
 from dataclasses import asdict, dataclass
@@ -51,6 +53,7 @@ __all__ = [
     "ActionScorer",
     "ActionScorerPolicy",
     "action_scorer_policy",
+    "is_saved_action_scorer",
 ]
 
 #: Model names the trainers resolve to an ``ActionScorerPolicy``.
@@ -67,6 +70,7 @@ _HISTORY_RE = re.compile(r"\[Observation \d+: '(.*?)', Action \d+: '(.*?)'\]", r
 TASK, OBSERVATION, PAST_OBSERVATIONS, PAST_ACTIONS = 1, 2, 3, 4
 SECTIONS = 5
 _FILE = "action_scorer.pt"
+_CONFIG_FILE = "scorer_config.json"
 _PART_MEMO_SIZE = 200_000  # encoded prompt parts kept (HashingTokenizer.encoded_part)
 
 
@@ -650,15 +654,17 @@ class ActionScorerPolicy:
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         torch.save(self.state_dict(), path / _FILE)
-        (path / "scorer_config.json").write_text(json.dumps(asdict(self.config), indent=2) + "\n", encoding="utf-8")
+        (path / _CONFIG_FILE).write_text(json.dumps(asdict(self.config), indent=2) + "\n", encoding="utf-8")
 
     @classmethod
-    def load(cls, path: str | Path) -> "ActionScorerPolicy":
-        """The policy ``save`` wrote to ``path``."""
+    def load(cls, path: str | Path, *, value_head: bool | None = None, seed: int = 0, micro_batch_size: int = 16) -> "ActionScorerPolicy":
+        """The policy ``save`` wrote to ``path``. ``value_head``: None keeps what was saved; True
+        adds a fresh head where none was (PPO continuing a GRPO run), False leaves it out."""
         path = Path(path)
-        config = ScorerConfig(**json.loads((path / "scorer_config.json").read_text(encoding="utf-8")))
+        config = ScorerConfig(**json.loads((path / _CONFIG_FILE).read_text(encoding="utf-8")))
         state = torch.load(path / _FILE, map_location="cpu", weights_only=True)
-        policy = cls(config, value_head="value_head" in state)
+        head = "value_head" in state if value_head is None else value_head
+        policy = cls(config, value_head=head, seed=seed, micro_batch_size=micro_batch_size)
         policy.load_state_dict(state)
         return policy
 
@@ -670,12 +676,22 @@ def _widen(column: torch.Tensor, width: int) -> torch.Tensor:
     return torch.cat([column[:, None], column.new_zeros(len(column), width - 1)], dim=1)
 
 
+def is_saved_action_scorer(path: Any) -> bool:
+    """Whether ``path`` is a folder ``ActionScorerPolicy.save`` wrote: a drrn run's ``policy/``,
+    which holds no transformers model, so it must be recognised before one is looked for."""
+    return isinstance(path, (str, os.PathLike)) and (Path(path).expanduser() / _CONFIG_FILE).is_file()
+
+
 def action_scorer_policy(model: Any, config, *, value_head: bool) -> ActionScorerPolicy | None:
-    """The action-scoring policy a trainer uses for ``model`` (``"drrn"`` or a policy given), else
-    None. Checks the settings it needs: ``constrained=True`` (it chooses among the admissible
-    actions) and the transformers backend (there is no text to generate with vLLM)."""
+    """The action-scoring policy a trainer uses for ``model`` (``"drrn"``, a folder it was saved
+    to, or a policy given), else None. Checks the settings it needs: ``constrained=True`` (it
+    chooses among the admissible actions) and the transformers backend (there is no text to
+    generate with vLLM)."""
     if isinstance(model, str) and model in ACTION_SCORER_MODELS:
         model = ActionScorerPolicy(value_head=value_head, seed=config.seed, micro_batch_size=config.micro_batch_size)
+    elif is_saved_action_scorer(model):
+        model = ActionScorerPolicy.load(Path(model).expanduser(), value_head=value_head, seed=config.seed,
+                                        micro_batch_size=config.micro_batch_size)
     if not isinstance(model, ActionScorerPolicy):
         return None
     if not config.constrained:

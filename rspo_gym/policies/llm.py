@@ -19,7 +19,7 @@ backward; ``LLMPolicy.logprobs`` and the trainer run micro-batches cut to their 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 from torch import nn
@@ -29,6 +29,9 @@ from rspo_gym.policies.adapters import active_adapter, adapter_parameters, adapt
 from rspo_gym.policies.generation import GenerationBackend, GenerationConfig, GenerationOutput
 from rspo_gym.policies.hf_backend import HFBackend, position_ids
 from rspo_gym.rollout.trajectory import micro_batches
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 __all__ = ["LLMPolicy", "ValueHead", "token_logprobs", "chunked_scores", "load_policy"]
 
@@ -201,8 +204,8 @@ class LLMPolicy:
 
     def __init__(
         self,
-        model,
-        tokenizer,
+        model: nn.Module,
+        tokenizer: PreTrainedTokenizerBase,
         *,
         backend: GenerationBackend | None = None,
         value_head: bool = False,

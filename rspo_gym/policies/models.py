@@ -41,6 +41,7 @@ from transformers import (
 )
 
 from rspo_gym.errors import UserError
+from rspo_gym.policies.action_scorer import ACTION_SCORER_MODELS
 
 __all__ = [
     "MODEL_PRESETS",
@@ -438,7 +439,7 @@ def _load_pretrained(name: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBas
         if not (path / "config.json").is_file():
             raise ModelNotAvailableError(
                 f"{path} holds no model (no config.json): pass a folder written by save_pretrained "
-                f"(a run's policy/), a preset ({', '.join(MODEL_PRESETS)}) or a Hugging Face id"
+                f"(a run's policy/), {_model_names()} or a Hugging Face id"
             )
         return _from_pretrained(str(path), local_files_only=True)
     try:
@@ -475,10 +476,17 @@ def _from_pretrained(name: str, local_files_only: bool) -> tuple[PreTrainedModel
     return model, tokenizer
 
 
+def _model_names() -> str:
+    """The built-in names a trainer's ``model`` takes, for the errors that list them: the presets
+    and ``drrn``, the fast action-scoring policy, which a trainer builds itself (``load_model``
+    does not: it is no language model), so a reader of ``--model`` errors finds it too."""
+    return f"a preset ({', '.join(MODEL_PRESETS)}), {' or '.join(ACTION_SCORER_MODELS)} (a trainer's fast action-scoring policy)"
+
+
 def _not_available(name: str, why: str) -> ModelNotAvailableError:
     return ModelNotAvailableError(
         f"Model {name!r} is not available offline: it is neither a local directory nor in the "
-        f"Hugging Face cache, and {why}. Use a preset ({', '.join(MODEL_PRESETS)}), or copy the "
+        f"Hugging Face cache, and {why}. Use {_model_names()}, or copy the "
         f"model (config.json, weights, tokenizer files) to a directory and pass its path."
     )
 

@@ -12,7 +12,9 @@ in ``mode="info"``), 0 without it. The loop ends when every env is done or after
 (default: the env's registered step limit). With ``max_prompt_length`` set, a prompt over the limit
 loses history entries oldest-first (``PromptBuilder.fitted_ids``) and each ``Trajectory`` counts
 its truncated prompts; a prompt over the limit even without history stops the rollout with a
-``ValueError`` before that turn's generation call.
+``ValueError`` before that turn's generation call. ``on_turn`` hears how far the rollout is
+after every turn (a ``RolloutCount``: episodes ended, turns, env steps, seconds), which is what a
+progress display shows during a rollout that takes minutes.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -29,7 +31,7 @@ from rspo_gym.rollout.prompts import FittedPrompt, PromptBuilder, parse_action, 
 from rspo_gym.rollout.trajectory import Rollout, StepRow, Trajectory
 from rspo_gym.rollout.vector import GroupedVectorEnv
 
-__all__ = ["CollectConfig", "CollectionDeadline", "collect", "constrained_choices"]
+__all__ = ["CollectConfig", "CollectionDeadline", "RolloutCount", "collect", "constrained_choices"]
 
 _QUERY_PLACEHOLDER = "search[<your query>]"
 
@@ -70,6 +72,22 @@ class CollectConfig:
 
     def builder(self, env_id: str | None) -> PromptBuilder:
         return PromptBuilder(template_for(env_id), history_length=self.history_length, think=self.think)
+
+
+@dataclass(frozen=True)
+class RolloutCount:
+    """How far a rollout is: what ``collect`` tells its ``on_turn`` after every turn."""
+
+    episodes_done: int
+    """Episodes ended; all of them after the last turn (those the turn limit cut included)."""
+    episodes: int
+    """Episodes of the rollout (one per sub-env)."""
+    turns: int
+    """Turns played."""
+    steps: int
+    """Env steps taken: one per live episode per turn."""
+    seconds: float
+    """Since the rollout began (its reset included)."""
 
 
 class CollectionDeadline(RuntimeError):
@@ -157,6 +175,7 @@ def collect(
     source: str = "learner",
     traj_offset: int = 0,
     row_seeds: Sequence[int] | None = None,
+    on_turn: Callable[[RolloutCount], None] | None = None,
 ) -> Rollout:
     """Play one episode in every sub-env of ``venv`` and return the rollout.
 
@@ -172,9 +191,12 @@ def collect(
         row_seeds: one sampling seed per sub-env; each sub-env then samples from its own stream
             (per turn), so a trajectory does not depend on which sub-envs share a generation call.
             None: one stream per turn for the whole batch (``config.generation.seed``).
+        on_turn: called with a ``RolloutCount`` after every turn and once when the rollout ends
+            (a progress display); None: nothing is counted.
     """
     if row_seeds is not None and len(row_seeds) != venv.num_envs:
         raise ValueError(f"row_seeds needs one seed per sub-env ({venv.num_envs}), got {len(row_seeds)}")
+    started = time.perf_counter()
     options = {"task_ids": list(task_ids)} if task_ids is not None else None
     observations, _ = venv.reset(seed=seed, options=options)
     observations = list(observations)
@@ -190,6 +212,7 @@ def collect(
     truncated, dropped = [0] * n, [0] * n
     events: list[Counter] = [Counter() for _ in range(n)]  # process-reward events paid, per trajectory
     turn_seeds = None if row_seeds is None else turn_row_seeds(row_seeds, max_turns)
+    turns = steps = 0
     for turn in range(max_turns):
         active = np.flatnonzero(venv.active).tolist()
         if not active:
@@ -250,6 +273,11 @@ def collect(
             histories[i].append((observations[i], parsed[k].action))
             events[i].update(info.get("process_events", ()))
             observations[i], infos[i] = next_obs[i], info
+        turns, steps = turn + 1, steps + len(active)
+        if on_turn is not None:
+            on_turn(RolloutCount(n - int(venv.active.sum()), n, turns, steps, time.perf_counter() - started))
+    if on_turn is not None:
+        on_turn(RolloutCount(n, n, turns, steps, time.perf_counter() - started))
     trajectories = []
     for i in range(n):
         info, won = infos[i], bool(infos[i].get("won", False))

@@ -226,6 +226,7 @@ def test_a_folder_holding_only_checkpoint_tensors_is_a_run_and_overwrite_removes
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_resume_refuses_checkpoints_of_other_runs_in_one_line_and_leaves_the_folder(tmp_path):
     out = tmp_path / "run"
     RSPOTrainer("rspo/ALFWorld-v0", model=MODEL, output_dir=str(out), explorer_group_size=1, iterations=1, **{**TINY, "num_groups": 2}).learn()
@@ -240,6 +241,7 @@ def test_resume_refuses_checkpoints_of_other_runs_in_one_line_and_leaves_the_fol
     assert (out / "config.json").read_text() == config_before  # the run's config is not overwritten
 
 
+@pytest.mark.slow
 def test_a_fresh_run_refuses_a_run_folder_unless_overwrite_and_history_is_the_runs_record(tmp_path):
     out = tmp_path / "run"
     first = GRPOTrainer("rspo/ALFWorld-v0", model=MODEL, output_dir=str(out), iterations=2, **TINY)
@@ -257,6 +259,7 @@ def test_a_fresh_run_refuses_a_run_folder_unless_overwrite_and_history_is_the_ru
     assert _iterations(out) == [1] and read_checkpoint(out / "checkpoint.pt")["iteration"] == 1
 
 
+@pytest.mark.slow
 def test_resume_rewrites_metrics_from_the_checkpoint(tmp_path):
     """A row logged after the checkpoint (a kill between the two) or a torn last line is dropped;
     a run killed before its first checkpoint starts over instead of adding a second run."""

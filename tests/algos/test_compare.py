@@ -22,6 +22,7 @@ def _compare_module():
     return module
 
 
+@pytest.mark.slow
 def test_micro_comparison_writes_cells_resumes_and_tabulates(tmp_path, monkeypatch):
     compare = _compare_module()
     assert compare.main(["--preset", "micro", "--out", str(tmp_path)]) == 0

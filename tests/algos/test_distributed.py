@@ -261,6 +261,7 @@ def test_rollouts_do_not_depend_on_how_groups_are_split():
         assert row.logprobs == pytest.approx(expected.logprobs, abs=1e-5)
 
 
+@pytest.mark.slow
 def test_a_trainer_on_ray_env_workers_collects_the_in_process_rollout():
     ray = pytest.importorskip("ray", reason="the Ray pool needs the [ray] extra")
     from rspo_gym.rollout.ray_pool import RayEnvs

@@ -135,6 +135,7 @@ def _same_tensors(a, b) -> bool:
     return True  # non-tensor leaves (history, buffer) are compared through metrics.jsonl
 
 
+@pytest.mark.slow
 def test_runs_killed_at_every_point_resume_to_the_uninterrupted_record_and_weights(tmp_path):
     full, cut = tmp_path / "full", tmp_path / "cut"
     assert main([*ARGS, "--output-dir", str(full)]) == 0

@@ -56,6 +56,7 @@ def test_lora_updates_train_adapters_only_and_the_reference_stays_the_base():
     assert "train/kl" in metrics and "explorer/grad_norm" in metrics
 
 
+@pytest.mark.slow
 def test_lora_runs_resume_exactly_and_export_adapters_and_merged_models(tmp_path):
     kwargs = dict(SMALL, iterations=2, checkpoint_every=1, lora_r=4, learning_rate=1e-2, explorer_group_size=1)
     full = RSPOTrainer("rspo/ALFWorld-v0", output_dir=str(tmp_path / "full"), **kwargs)

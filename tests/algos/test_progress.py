@@ -1,8 +1,11 @@
-"""The training display: a time budget's bar counts seconds, third-party bars are silenced."""
+"""The training display: a time budget's bar counts seconds, a rollout's episodes are counted, a bar off a
+terminal is a plain line now and then, third-party bars are silenced."""
 
 import pytest
 
-from rspo_gym.algos.progress import TrainingProgress, another_iteration_fits, quiet_third_party_progress
+from rspo_gym.algos.progress import (
+    RolloutProgress, ThrottledLines, TrainingProgress, another_iteration_fits, quiet_third_party_progress,
+)
 
 
 def test_another_iteration_fits_counts_the_evaluation_reserve():
@@ -60,3 +63,52 @@ def test_ranks_but_the_main_one_say_nothing(capsys):
     other_rank = TrainingProgress(False, "grpo", iterations=3, done=0, budget_s=None, speaks=False)
     other_rank.say("time budget: stopping")
     assert capsys.readouterr().out == ""
+
+
+def _count(done, episodes, turns, steps, seconds):
+    from rspo_gym.rollout.collector import RolloutCount
+
+    return RolloutCount(episodes_done=done, episodes=episodes, turns=turns, steps=steps, seconds=seconds)
+
+
+def test_a_training_bar_counts_the_rollout_of_its_phase():
+    pytest.importorskip("tqdm")
+    progress = TrainingProgress(True, "rspo", iterations=4, done=0, budget_s=None, terminal=False)
+    progress.phase(1, "collecting")
+    progress.rollout(_count(3, 8, 12, 80, 0.2))
+    line = str(progress.bar)
+    progress.rollout(_count(8, 8, 30, 200, 40.0), label="explorer")
+    explorer = str(progress.bar)
+    progress.close()
+    assert "iteration 2/4: collecting, 3/8 episodes, turn 12, 400 steps/s" in line
+    assert "iteration 2/4: collecting, explorer 8/8 episodes, turn 30, 5.0 steps/s" in explorer
+
+
+def test_a_rollout_bar_counts_episodes():
+    pytest.importorskip("tqdm")
+    progress = RolloutProgress(True, "evaluating", episodes=8, terminal=False)
+    progress.update(_count(3, 8, 5, 30, 2.0))
+    line = str(progress.bar)
+    progress.close()
+    assert line.startswith("evaluating:  38%") and "3/8 episodes" in line and line.endswith(", turn 5, 15 steps/s")
+
+
+def test_off_a_terminal_a_bar_is_a_plain_line_now_and_then(capsys):
+    lines = ThrottledLines(every_s=0.0)
+    lines.write("\rcollecting 1/8   ")
+    lines.write("\r   ")  # a bar clearing its line writes nothing
+    rare = ThrottledLines(every_s=3600.0)
+    rare.write("\rcollecting 2/8")
+    assert capsys.readouterr().err == "collecting 1/8\n"
+
+
+def test_off_a_terminal_bars_write_lines_to_stderr_not_carriage_returns(capsys):
+    pytest.importorskip("tqdm")
+    progress = TrainingProgress(True, "grpo", iterations=3, done=0, budget_s=None, terminal=False, log_every_s=0.0)
+    progress.phase(0, "collecting")
+    progress.close()
+    silent = TrainingProgress(False, "grpo", iterations=3, done=0, budget_s=None, terminal=False, log_every_s=0.0)
+    silent.phase(0, "collecting")
+    silent.close()
+    err = capsys.readouterr().err
+    assert "\r" not in err and err.splitlines()[-1].startswith("grpo:   0%") and "iteration 1/3: collecting" in err

@@ -142,6 +142,7 @@ def test_replay_age_counts_the_updates_a_trajectory_joins():
         RSPOTrainer("rspo/ALFWorld-v0", replay_age=0, explorer_group_size=1, **TINY)
 
 
+@pytest.mark.slow
 def test_the_buffer_keeps_exactly_what_the_next_update_replays():
     trainer = RSPOTrainer("rspo/ALFWorld-v0", base="grpo", explorer_group_size=1, replay_age=1, **TINY)
     trainer.learn(2)
@@ -177,6 +178,7 @@ def _last_step_gradient(trainer, batch, estimate, mini_batch_size: int) -> torch
     return seen[-1]
 
 
+@pytest.mark.slow
 def test_a_partial_last_mini_batch_gets_a_proportionally_smaller_gradient():
     trainer = GRPOTrainer("rspo/ALFWorld-v0", model="tiny-alfworld", **dict(TINY, max_turns=3))
     rows = trainer.collect(0).rows[:5]
@@ -209,6 +211,7 @@ def _same_gradients(got: list[torch.Tensor], expected: list[torch.Tensor], toler
     return len(got) == len(expected) and all(float((g - e).norm() / e.norm()) < tolerance for g, e in zip(got, expected))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make, loss_agg", [
     (lambda: GRPOTrainer("rspo/ALFWorld-v0", model="tiny-alfworld", kl_coef=0.01, **TINY), "seq-mean-token-mean"),
     (lambda: PPOTrainer("rspo/ALFWorld-v0", model="tiny-alfworld", **TINY), "token-mean"),
@@ -231,6 +234,7 @@ def test_accumulation_over_row_or_token_budget_micro_batches_equals_one_batch(ma
     trainer.close()
 
 
+@pytest.mark.slow
 def test_gradient_checkpointing_gives_the_same_update():
     plain = GRPOTrainer("rspo/ALFWorld-v0", model="tiny-alfworld", **TINY)
     checkpointed = GRPOTrainer("rspo/ALFWorld-v0", model="tiny-alfworld", gradient_checkpointing=True, **TINY)

@@ -15,24 +15,28 @@ from rspo_gym.algos.rspo import merge_replay  # noqa: E402
 
 SMALL = dict(iterations=1, num_groups=2, group_size=2, max_turns=2, eval_every=1, eval_tasks=2, progress=False)
 
-COMBINATIONS = [
-    (GRPOTrainer, {}),
-    (GRPOTrainer, {"reward": "dense"}),
-    (GiGPOTrainer, {}),
-    (GiGPOTrainer, {"reward": "dense"}),
-    (PPOTrainer, {"num_groups": 2, "group_size": 1}),
-    (PPOTrainer, {"num_groups": 2, "group_size": 1, "reward": "dense"}),
-    (RSPOTrainer, {"base": "grpo", "explorer_group_size": 1}),
-    (RSPOTrainer, {"base": "gigpo", "explorer_group_size": 1}),
-    (RSPOTrainer, {"base": "ppo", "explorer_group_size": 1}),
-    (RSPOTrainer, {"base": "grpo", "swap": "rank"}),
-    (RSPOTrainer, {"base": "gigpo", "swap": "anneal"}),
+ALFWORLD, WEBSHOP = "rspo/ALFWorld-v0", "rspo/WebShop-v0"
+COMBINATIONS = [  # (trainer, settings, the envs on which it runs in the fast subset: slow on the others)
+    (GRPOTrainer, {}, (ALFWORLD, WEBSHOP)),
+    (GRPOTrainer, {"reward": "dense"}, ()),
+    (GiGPOTrainer, {}, ()),
+    (GiGPOTrainer, {"reward": "dense"}, (ALFWORLD,)),
+    (PPOTrainer, {"num_groups": 2, "group_size": 1}, (WEBSHOP,)),
+    (PPOTrainer, {"num_groups": 2, "group_size": 1, "reward": "dense"}, ()),
+    (RSPOTrainer, {"base": "grpo", "explorer_group_size": 1}, (WEBSHOP,)),
+    (RSPOTrainer, {"base": "gigpo", "explorer_group_size": 1}, ()),
+    (RSPOTrainer, {"base": "ppo", "explorer_group_size": 1}, ()),
+    (RSPOTrainer, {"base": "grpo", "swap": "rank"}, ()),
+    (RSPOTrainer, {"base": "gigpo", "swap": "anneal"}, ()),
 ]
 
 
-@pytest.mark.parametrize("env_id", ["rspo/ALFWorld-v0", "rspo/WebShop-v0"])
-@pytest.mark.parametrize("cls,extra", COMBINATIONS, ids=lambda v: v.__name__ if isinstance(v, type) else "-".join(f"{k}={x}" for k, x in v.items()))
-def test_every_combination_runs_end_to_end(env_id, cls, extra):
+@pytest.mark.parametrize("cls,extra,env_id", [
+    pytest.param(cls, extra, env_id, marks=() if env_id in fast else pytest.mark.slow,
+                 id="-".join([cls.__name__, "-".join(f"{k}={x}" for k, x in extra.items()), env_id]))
+    for cls, extra, fast in COMBINATIONS for env_id in (ALFWORLD, WEBSHOP)
+])
+def test_every_combination_runs_end_to_end(cls, extra, env_id):
     # one WebShop turn (the search page) keeps prompts short: results pages cost ~1k prompt tokens
     turns = {"max_turns": 1, "eval_tasks": 1} if "WebShop" in env_id else {}
     trainer = cls(env_id, **{**SMALL, **turns, **extra})
@@ -55,6 +59,7 @@ def _comparable(history):
     return [{k: v for k, v in row.items() if not k.startswith("time/")} for row in history]
 
 
+@pytest.mark.slow
 def test_rspo_with_no_explorer_trajectories_is_exactly_the_base_algorithm():
     kwargs = dict(SMALL, iterations=2, eval_every=0, seed=3)
     base = GRPOTrainer("rspo/ALFWorld-v0", **kwargs)
@@ -105,6 +110,7 @@ def test_rank_swap_feeds_process_progress_in_outcome_order():
     assert view.episode.tolist() == pytest.approx([0.7, 0.5, 0.2, 0.9])
 
 
+@pytest.mark.slow
 def test_resume_after_interruption_reproduces_the_uninterrupted_run(tmp_path):
     kwargs = dict(SMALL, iterations=3, eval_every=3, seed=5, checkpoint_every=1, base="ppo", explorer_group_size=1)
     full = RSPOTrainer("rspo/ALFWorld-v0", output_dir=str(tmp_path / "full"), **kwargs).learn()
@@ -155,6 +161,7 @@ def test_time_budget_stops_after_an_evaluated_iteration(tmp_path, monkeypatch, c
     assert "time budget: stopping after iteration 1, since another would not fit" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_time_budget_is_a_limit_even_mid_collection(tmp_path, capsys):
     trainer = GRPOTrainer("rspo/ALFWorld-v0", output_dir=str(tmp_path), **dict(SMALL, iterations=5))
     started = time.perf_counter()
@@ -167,6 +174,7 @@ def test_time_budget_is_a_limit_even_mid_collection(tmp_path, capsys):
     assert len(trainer.learn(1)) == 1 and trainer._collect_deadline is None  # the deadline does not outlive learn()
 
 
+@pytest.mark.slow
 def test_trainers_accept_env_factories_instances_and_vector_envs():
     import gymnasium as gym
 
@@ -182,6 +190,7 @@ def test_trainers_accept_env_factories_instances_and_vector_envs():
         RSPOTrainer(venv, swap="explorer", **SMALL)
 
 
+@pytest.mark.slow
 def test_evaluate_on_another_split_matches_a_trainer_configured_for_it():
     settings = {**SMALL, "model": "tiny-webshop", "max_turns": 7}  # greedy clone buys by turn 5
     trainer = GRPOTrainer("rspo/WebShop-v0", eval_task_ids=[0, 1], **settings)  # held out: the test split

@@ -54,6 +54,7 @@ def _float64_rollout(**settings):
 
 
 # ----------------------------------------------------------------------------- 1. Dr.GRPO's constant
+@pytest.mark.slow
 def test_dr_grpo_gradient_is_the_same_under_any_micro_batching_or_token_budget():
     trainer, rows, batch, estimate = _float64_rollout()
     assert len(rows) >= 10
@@ -88,6 +89,7 @@ def _changed_share(trainer) -> float:
     return changed / total
 
 
+@pytest.mark.slow
 def test_a_bfloat16_policy_passed_in_trains_on_float32_master_weights_under_bf16_mixed():
     from rspo_gym.policies.llm import load_policy
 
@@ -113,6 +115,7 @@ def test_load_policy_defaults_to_float32_weights_on_every_device(monkeypatch):
 
 
 # ----------------------------------------------------------------------------- 4. off-policy by rounding
+@pytest.mark.slow
 def test_an_on_policy_bf16_step_starts_at_ratio_one_and_logs_the_rollout_gap():
     trainer = GRPOTrainer("rspo/ALFWorld-v0", model="tiny-alfworld", precision="bf16-mixed", mini_batch_size=64, **TINY)
     assert trainer.recompute_old_logprobs  # bf16 generation rounds otherwise than the update
@@ -127,6 +130,7 @@ def test_an_on_policy_bf16_step_starts_at_ratio_one_and_logs_the_rollout_gap():
     fp32.close()
 
 
+@pytest.mark.slow
 def test_truncated_importance_sampling_weighs_each_token_by_the_capped_train_over_rollout_ratio():
     trainer, rows, batch, estimate = _float64_rollout(mini_batch_size=64)
     training = trainer.policy.logprobs(batch)["logprobs"]
@@ -147,6 +151,7 @@ def test_truncated_importance_sampling_weighs_each_token_by_the_capped_train_ove
 
 
 # ----------------------------------------------------------------------------- 5. forced tokens
+@pytest.mark.slow
 def test_forced_tokens_are_out_of_the_token_mean_and_its_metrics():
     trainer, rows, batch, estimate = _float64_rollout(mini_batch_size=64)
     assert batch.allowed is not None
@@ -284,6 +289,7 @@ def test_informative_groups_keep_mixed_outcomes_and_singletons():
     assert informative_groups([0, 0], [0.0, 0.0]) == []
 
 
+@pytest.mark.slow
 def test_a_filtered_batch_has_no_all_equal_group_and_samples_until_it_is_full():
     trainer = GRPOTrainer("rspo/ALFWorld-v0", model="tiny-alfworld", **dict(TINY, seed=1), reward="dense", filter_groups=True, max_num_gen_batches=0)
     calls = _counting_collect(trainer)
@@ -325,6 +331,7 @@ def test_rspo_explorer_filters_on_the_group_it_updates_and_replays_every_rollout
 
 
 # ----------------------------------------------------------------------------- a separate critic
+@pytest.mark.slow
 def test_the_separate_critics_updates_leave_the_policys_weights_untouched_and_ppo_trains_with_it():
     from rspo_gym.algos import PPOTrainer
     from rspo_gym.algos.config import PPOConfig

@@ -103,6 +103,22 @@ def test_save_load_and_copies_keep_weights_and_command_ids(tmp_path):
         other.load_state_dict(policy.state_dict())
 
 
+def test_a_trainer_loads_a_saved_policy_folder_with_the_head_it_needs(tmp_path):
+    """A drrn run's ``policy/`` is a model a trainer takes (``rspo-gym eval --model runs/<run>``);
+    PPO adds the value head a GRPO run did not save, GRPO leaves a saved one out."""
+    saved = ActionScorerPolicy(seed=4)
+    saved.commands.id("look")
+    saved.save(tmp_path / "policy")
+    ppo = PPOTrainer("rspo/ALFWorld-v0", model=tmp_path / "policy", num_groups=1, progress=False)
+    assert ppo.policy.value_head is not None and ppo.policy.commands.texts == ["look"]
+    assert all(torch.equal(a, b) for a, b in zip(saved.policy_parameters(), ppo.policy.policy_parameters()))
+    ppo.policy.save(tmp_path / "ppo")
+    grpo = GRPOTrainer("rspo/ALFWorld-v0", model=str(tmp_path / "ppo"), num_groups=1, progress=False)
+    assert grpo.policy.value_head is None
+    ppo.close()
+    grpo.close()
+
+
 def test_settings_the_fast_policy_cannot_use_are_refused():
     with pytest.raises(ValueError, match="constrained=True"):
         GRPOTrainer("rspo/ALFWorld-v0", model="drrn", constrained=False, progress=False)

@@ -135,6 +135,7 @@ def _webshop_scores(policy, goals: int) -> list[float]:
     return [t.score for t in rollout.trajectories]
 
 
+@pytest.mark.slow
 def test_webshop_clone_shops_better_than_the_random_tiny_model(tiny):
     """``tiny-webshop`` is the tiny model with its cloned weights (tied head) and it acts like it:
     greedy on the first 10 test goals it buys and scores, where the random-weight model does not."""

@@ -74,6 +74,7 @@ def test_task_type_filter_and_history_length(tokenizer):
     assert "put" in text and "Below are the most recent 1 observations" in text
 
 
+@pytest.mark.slow
 def test_behaviour_clone_lowers_the_loss_and_is_deterministic(tokenizer):
     rows = expert_demonstrations(ALFWORLD, 2, tokenizer, 3, seed=0)[:12]
     results = []

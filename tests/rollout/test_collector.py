@@ -41,7 +41,7 @@ def _check_rollout(rollout, venv, group_size):
             last = row.traj_id
 
 
-@pytest.mark.parametrize("env_id", ["rspo/ALFWorld-v0", "rspo/WebShop-v0"])
+@pytest.mark.parametrize("env_id", ["rspo/ALFWorld-v0", pytest.param("rspo/WebShop-v0", marks=pytest.mark.slow)])
 def test_grouped_rollout_is_aligned_and_logprobs_match_teacher_forcing(policy, env_id):
     venv = GroupedVectorEnv(env_id, num_groups=8, group_size=4)
     config = CollectConfig(generation=GenerationConfig(max_new_tokens=24, temperature=1.0, seed=0), constrained=True, max_turns=3)

@@ -35,6 +35,7 @@ def _live_worlds() -> list[World]:
     return [obj for obj in gc.get_objects() if type(obj) is World]  # type(): no attribute lookups on lazy modules
 
 
+@pytest.mark.slow
 def test_eight_envs_over_5000_tasks_stay_under_the_byte_budget(small_world_cache):
     before = _live_worlds()  # kept alive, so their ids stay theirs; other tests may hold some
     envs = [gym.make(ENV_ID) for _ in range(8)]

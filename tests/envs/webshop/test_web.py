@@ -346,6 +346,7 @@ _HAVE_BROWSER = os.path.exists(CHROMIUM) and importlib.util.find_spec("playwrigh
 
 
 @pytest.mark.skipif(not _HAVE_BROWSER, reason="needs /usr/bin/chromium and the playwright package")
+@pytest.mark.slow
 def test_real_browser_click_through(app):
     from playwright.sync_api import sync_playwright
     from werkzeug.serving import make_server

@@ -1,14 +1,16 @@
-"""Bootstrap confidence intervals for the comparison's per-task results (pure numpy).
+"""Bootstrap confidence intervals for per-task results (pure numpy).
 
-A cell's result is a ``(seeds, tasks)`` matrix: the held-out success (or score) of each training
-seed's policy on each evaluation task. Two sources of noise move its mean: which seeds were run
-(training randomness) and which tasks were drawn (evaluation sample). The two-level bootstrap
-resamples both, seeds with replacement and tasks with replacement, and reads the 2.5 / 97.5 %
+A result is a ``(replicates, tasks)`` matrix: the held-out success (or score) on each evaluation
+task, one row per training seed (the comparison benchmarks) or per episode seed (the quick start's
+several episodes per task). Two sources of noise move its mean: the replicates (training or
+sampling randomness) and which tasks were drawn (evaluation sample). The two-level bootstrap
+resamples both, rows with replacement and tasks with replacement, and reads the 2.5 / 97.5 %
 percentiles of the resampled means.
 
-A paired comparison of two cells run on the same seeds and the same tasks resamples the *same*
-seed and task indices for both, so what they share (a hard task, a lucky seed's task draws)
-cancels in the difference; the interval is that of the mean difference.
+A paired comparison of two matrices on the same rows and the same tasks (two policies, or one
+policy before and after training) resamples the *same* row and task indices for both, so what
+they share (a hard task, a lucky seed) cancels in the difference; the interval is that of the mean
+difference.
 """
 
 from __future__ import annotations

@@ -1,0 +1,105 @@
+"""The quick start does fixed, seeded work: its plan never reads the clock, the same config gives
+the same numbers on a busy machine, and an opt-in time limit says what it cut."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from rspo_gym.quickstart import QuickstartConfig, episode_matrix, estimated_seconds, plan
+
+TINY_TRAINER = {"num_groups": 1, "group_size": 2, "explorer_group_size": 1, "max_turns": 3, "progress": False,
+                "eval_temperature": 1.0}
+
+
+def _tiny(tmp_path, name: str, **changes) -> QuickstartConfig:
+    fields = {"train_tasks": 2, "eval_tasks": 2, "eval_episodes": 2, "iterations": 2, "eval_every": 1,
+              "output_dir": str(tmp_path / name), "trainer_overrides": TINY_TRAINER, **changes}
+    return QuickstartConfig(**fields)
+
+
+def test_the_default_plan_is_fixed_work_that_does_not_read_the_clock(monkeypatch):
+    work = plan(QuickstartConfig())
+    assert (work["iterations"], work["evaluate_after"], work["eval_episodes"]) == (24, [0, 12, 24], 4)
+    assert plan(QuickstartConfig(eval_every=0))["evaluate_after"] == [0, 24]
+    assert len(work["eval_task_ids"]) == 35 and len(work["train_task_ids"]) == 64
+    assert work["trajectories_per_iteration"] == 4 * 4  # the rank swap samples no explorer trajectories
+    assert plan(QuickstartConfig(swap="explorer"))["trajectories_per_iteration"] == 4 * (4 + 2)
+    estimate = estimated_seconds(work)
+    assert 5 * 60 < estimate <= 10 * 60  # the README's "about 10 minutes on 2 cores"
+    for clock in ("time", "perf_counter", "monotonic"):  # a machine whose clock says something else entirely
+        monkeypatch.setattr(time, clock, lambda: 1e12)
+    assert plan(QuickstartConfig()) == work and estimated_seconds(plan(QuickstartConfig())) == estimate
+
+
+def test_another_seed_is_the_same_experiment_with_other_draws():
+    zero, one = plan(QuickstartConfig()), plan(QuickstartConfig(seed=1))
+    assert {k: v for k, v in zero.items() if k != "seed"} == {k: v for k, v in one.items() if k != "seed"}
+
+
+def test_episode_matrix_reads_rounds_of_every_task():
+    from types import SimpleNamespace as T
+
+    wins = [T(won=w) for w in (True, False, True, True, False, False)]
+    assert episode_matrix(wins, [10, 11, 12], 2) == [[1.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
+    with pytest.raises(ValueError, match="expected 6 episodes, got 5"):
+        episode_matrix(wins[:5], [10, 11, 12], 2)
+
+
+@pytest.mark.parametrize("field, value", [("iterations", 0), ("eval_episodes", -1), ("threads", 1.5), ("eval_every", -1),
+                                          ("time_limit_minutes", 0), ("train_tasks", True)])
+def test_bad_settings_are_refused_when_the_config_is_made(field, value):
+    with pytest.raises(ValueError, match=field):
+        QuickstartConfig(**{field: value})
+
+
+_RECORD = """
+import hashlib, json, sys
+from rspo_gym.quickstart import QuickstartConfig, run_quickstart
+fields = json.loads(sys.argv[1])
+summary = run_quickstart(QuickstartConfig(**fields))
+rows = [json.loads(line) for line in open(fields["output_dir"] + "/metrics.jsonl")]
+rows = [{k: v for k, v in row.items() if not k.startswith("time/")} for row in rows]  # seconds differ, nothing else
+digest = hashlib.sha256(open(fields["output_dir"] + "/policy/model.safetensors", "rb").read()).hexdigest()
+print("RECORD " + json.dumps({"summary": {k: v for k, v in summary.items() if k not in ("seconds", "config")}, "rows": rows, "policy": digest}))
+"""
+
+
+def _record(config: QuickstartConfig) -> dict:
+    fields = {k: getattr(config, k) for k in ("train_tasks", "eval_tasks", "eval_episodes", "iterations", "eval_every",
+                                              "output_dir", "trainer_overrides")}
+    out = subprocess.run([sys.executable, "-c", _RECORD, json.dumps(fields)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    (line,) = [line for line in out.stdout.splitlines() if line.startswith("RECORD ")]
+    return json.loads(line[len("RECORD "):])
+
+
+@pytest.mark.slow
+def test_a_short_quick_start_is_bit_identical_alone_and_beside_a_busy_process(tmp_path):
+    pytest.importorskip("transformers")
+    alone = _record(_tiny(tmp_path, "alone"))
+    busy = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: sum(i * i for i in range(10**6))"])
+    try:
+        loaded = _record(_tiny(tmp_path, "loaded"))
+    finally:
+        busy.kill()
+    assert alone == loaded
+    assert [row["iteration"] for row in alone["rows"]] == [1, 2]
+    assert alone["summary"]["iterations"] == alone["summary"]["iterations_planned"] == 2
+    assert all(row["train/entropy"] > 0 for row in alone["rows"])  # float sums of real forward passes are compared
+
+
+def test_an_opt_in_time_limit_says_how_many_iterations_ran(tmp_path):
+    pytest.importorskip("transformers")
+    from rspo_gym.quickstart import run_quickstart
+
+    summary = run_quickstart(_tiny(tmp_path, "limited", iterations=50, time_limit_minutes=1e-3))
+    assert summary["iterations_planned"] == 50 and summary["iterations"] < 50 and summary["cut_short_by_time_limit"]
+    assert summary["evaluations"][-1]["iteration"] == summary["iterations"]  # the result is measured where training stopped
+    assert "of the 50 planned RL iterations" in (tmp_path / "limited" / "summary.md").read_text()
+    assert json.loads((tmp_path / "limited" / "summary.json").read_text())["held_out_gain_ci_low"] <= summary["held_out_gain"]
