@@ -154,10 +154,9 @@ def float32_master_weights(policy) -> None:
             parameter.data = parameter.data.to(torch.float32)
 
 
-
 class IterationGarbageCollection:
     """How a training loop runs Python's cyclic garbage collector: once an iteration, over the
-    objects that iteration made, instead of whenever allocations pass a threshold.
+    objects made since entry, instead of whenever allocations pass a threshold.
 
     - Objects alive on entry are frozen (``gc.freeze``) until exit: after importing torch and
       building envs they are ~460,000 (modules' functions, the worlds, the tokenizer's memo), and
@@ -166,10 +165,21 @@ class IterationGarbageCollection:
     - Automatic collection is off inside (``gc.disable``); ``iteration_starts`` collects the
       young generations once. The threshold (700 allocations) fired ~35 times an iteration, each
       pass walking the rollout's rows again (~5 % of the time), while an iteration leaves a few
-      hundred objects in cycles. Objects that survive it are not walked again until exit.
+      hundred objects in cycles.
+    - Every ``full_every``-th iteration the collection is a full one, over what survived earlier
+      iterations (the frozen objects stay out of it): garbage in a cycle that was still reachable
+      when its iteration's collection ran (an LLM's outputs, say) is freed within that many
+      iterations rather than when the loop ends.
 
-    A process that froze objects or turned the collector off itself keeps its settings.
+    ``__exit__`` restores the collector as it found it, after an exception too; a process that
+    froze objects or turned the collector off itself keeps its settings (and collects nothing here).
     """
+
+    def __init__(self, full_every: int = 25):
+        if full_every < 1:
+            raise ValueError(f"full_every must be at least 1, got {full_every}")
+        self.full_every = full_every
+        self.iterations = 0
 
     def __enter__(self) -> "IterationGarbageCollection":
         self._freezes = not gc.get_freeze_count()
@@ -180,8 +190,9 @@ class IterationGarbageCollection:
         return self
 
     def iteration_starts(self) -> None:
+        self.iterations += 1
         if self._automatic:
-            gc.collect(1)
+            gc.collect(2 if self.iterations % self.full_every == 0 else 1)
 
     def __exit__(self, *exc_info: object) -> None:
         if self._automatic:
