@@ -289,14 +289,14 @@ class CommandRegistry:
         self._lengths[index] = len(tokens)
 
     def bags(self, ids: np.ndarray) -> "Bags":
-        """These commands' hashed ids, one bag a command (``ActionScorer.pooled``)."""
+        """These commands' hashed ids, one bag a command (``ActionScorer.scores`` pools them)."""
         counts = self._lengths[ids]
         table = self._table[ids, :counts.max()]
         return _bags(table[table > 0], np.repeat(np.arange(len(ids)), counts), counts)
 
 
 class Bags(NamedTuple):
-    """Groups of embedding rows to average (what ``ActionScorer.pooled`` reads): ``ids`` grouped by
+    """Groups of embedding rows to average (what ``ActionScorer.scores`` pools): ``ids`` grouped by
     bag, in their order within each bag; ``bags`` the bag of each id; ``offsets`` where each bag
     starts in ``ids``; ``counts`` its size (0: an empty bag, pooled as 0). NumPy arrays: they are
     built from a few thousand integers, where torch's per-call overhead costs more than the work."""
