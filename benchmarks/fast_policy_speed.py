@@ -14,7 +14,9 @@ core would do.
 ``--baseline-src`` names a checkout of another commit (``git worktree add --detach PATH COMMIT``):
 each cell is measured there first, in a subprocess with ``PYTHONPATH`` pointing to it, then here,
 back to back, so both figures see the same machine load; the table adds the ratio of steps per
-CPU second.
+CPU second. "Here" is the checkout this script belongs to (its parent folder goes first on
+``sys.path``), not whichever ``rspo_gym`` an editable install points to; each row records the
+folder it imported (``src``) and a mismatch stops the run.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent  # the checkout measured as "this checkout"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -65,7 +68,7 @@ def measure_at(src: Path, env_id: str, algo: str, iterations: int, groups: int, 
     """``measure`` run by this script in a subprocess that imports ``rspo_gym`` from checkout ``src``."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "row.json"
-        command = [sys.executable, __file__, "--envs", env_id, "--algos", algo, "--iterations", str(iterations),
+        command = [sys.executable, __file__, "--src", str(src.resolve()), "--envs", env_id, "--algos", algo, "--iterations", str(iterations),
                    "--groups", str(groups), "--group-size", str(group_size), "--out", str(out)]
         environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src.resolve()), os.environ.get("PYTHONPATH", "")])}
         subprocess.run(command, check=True, env=environment, stdout=subprocess.DEVNULL)
@@ -85,7 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("results/benchmarks/fast_policy_speed.json"))
     parser.add_argument("--baseline-src", type=Path, default=None,
                         help="a checkout of another commit to measure first, cell by cell (before / after)")
+    parser.add_argument("--src", type=Path, default=ROOT, help=argparse.SUPPRESS)  # the checkout to import (measure_at's)
     args = parser.parse_args(argv)
+    sys.path.insert(0, str(args.src.resolve()))  # ahead of an editable install of another checkout
     import torch
 
     torch.set_num_threads(1)
@@ -97,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.baseline_src is not None:
             baseline.append(measure_at(args.baseline_src, env, algo, *sizes))
         rows.append(measure(env, algo, *sizes))
+        if Path(rows[-1]["src"]) != args.src.resolve():
+            raise RuntimeError(f"measured rspo_gym from {rows[-1]['src']}, not {args.src.resolve()}")
     print("| env | algorithm | env steps | collect s | update s | env steps/s (train) | env steps/s (collect only) | env steps per CPU second (train) |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:

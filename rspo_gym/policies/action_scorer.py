@@ -36,13 +36,14 @@ import zlib
 from dataclasses import asdict, dataclass
 from itertools import chain
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
 from rspo_gym.rollout.generation import GenerationConfig, GenerationOutput
+from rspo_gym.rollout.prompts import ALFWORLD, GENERIC, WEBSHOP, PromptBuilder
 
 __all__ = [
     "ACTION_SCORER_MODELS",
@@ -60,8 +61,9 @@ ACTION_SCORER_MODELS = ("drrn",)
 
 _WORD_RE = re.compile(r"[a-z0-9]+")
 _BIGRAM_MIX = 1_000_003  # a prime: (first * mix + second) spreads word-id pairs over the buckets
-_TASK_RE = re.compile(r"Your task is to: (.*?)(?:\n|$)")
-_OBSERVATION_RE = re.compile(r"current observation is: (.*?)\n+Your admissible actions", re.S)
+_TASK_MARK = "Your task is to: "
+_STATE_MARK = "current observation is: "
+_ACTIONS_MARK = "\nYour admissible actions"
 _HISTORY_RE = re.compile(r"\[Observation \d+: '(.*?)', Action \d+: '(.*?)'\]", re.S)
 
 #: Prompt sections (``HashingTokenizer``); commands are encoded in section 0.
@@ -143,15 +145,26 @@ class HashingTokenizer:
         return (np.concatenate([ids, bigrams]) + section * self.buckets).tolist()
 
     def sections(self, text: str) -> list[tuple[int, str]]:
-        """The ``(section, text)`` parts of a rendered prompt (see the class docstring)."""
-        state = _OBSERVATION_RE.search(text)
-        if state is None:
+        """The ``(section, text)`` parts of a rendered prompt (see the class docstring).
+
+        The current observation runs from ``current observation is: `` to the line break(s)
+        before ``Your admissible actions``, the task from ``Your task is to: `` to the line's end
+        (the first of each); ``str.find`` locates them at a fraction of a regular expression's
+        cost over a prompt of a thousand characters, with the same result."""
+        begin = text.find(_STATE_MARK)
+        end = -1 if begin < 0 else text.find(_ACTIONS_MARK, begin + len(_STATE_MARK))
+        if end < 0:
             return [(OBSERVATION, text)]
-        parts = [(OBSERVATION, state.group(1))]
-        task = _TASK_RE.search(text)
-        if task is not None:
-            parts.append((TASK, task.group(1)))
-        for observation, action in _HISTORY_RE.findall(text[:state.start()]):
+        start = begin + len(_STATE_MARK)
+        while end > start and text[end - 1] == "\n":  # the observation ends where the breaks begin
+            end -= 1
+        parts = [(OBSERVATION, text[start:end])]
+        task = text.find(_TASK_MARK)
+        if task >= 0:
+            task += len(_TASK_MARK)
+            line_end = text.find("\n", task)
+            parts.append((TASK, text[task:] if line_end < 0 else text[task:line_end]))
+        for observation, action in _HISTORY_RE.findall(text, 0, begin):
             parts += [(PAST_OBSERVATIONS, observation), (PAST_ACTIONS, action)]
         return parts
 
@@ -168,10 +181,69 @@ class HashingTokenizer:
         return found
 
     def __call__(self, text: str, add_special_tokens: bool = True) -> dict[str, list[int]]:
+        return {"input_ids": self._joined(self.sections(text))}
+
+    def prompt_ids(self, builder: PromptBuilder, task: str, observation: str, history: Sequence[tuple[str, str]]) -> list[int] | None:
+        """``self(builder.build(task, observation, actions, history))["input_ids"]`` read from the
+        fields, without rendering the prompt and parsing it back (``PromptBuilder.fitted_ids``
+        asks for it): ``prompt_sections``, or None when that cannot tell."""
+        parts = prompt_sections(builder, task, observation, history)
+        return None if parts is None else self._joined(parts)
+
+    def _joined(self, parts: list[tuple[int, str]]) -> list[int]:
         ids: list[int] = []
-        for section, part in self.sections(text):
+        for section, part in parts:
             ids += self.encoded_part(part, section)
-        return {"input_ids": ids}
+        return ids
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What a template puts right after its fields (see ``prompt_sections``)."""
+
+    task_end: str
+    observation_end: str
+    first_has_task: bool
+
+
+_LAYOUTS = {id(ALFWORLD): _Layout("", "", False), id(WEBSHOP): _Layout(".", ".", True), id(GENERIC): _Layout("", "", True)}
+
+
+def prompt_sections(builder: PromptBuilder, task: str, observation: str, history: Sequence[tuple[str, str]]) -> list[tuple[int, str]] | None:
+    """``HashingTokenizer.sections`` of ``builder.build(task, observation, actions, history)``, from
+    the fields, for the suite's templates; None for another template or when a field holds text
+    that would move what the parse finds (a section marker, a history entry's quote-and-comma).
+
+    Rendering a step's prompt (its thousand characters, most of them the admissible actions this
+    tokenizer drops) and finding the sections again cost more than the env step. Where no field
+    holds the markers, the parse finds each field where the template put it: the current
+    observation (its line breaks at the end dropped) and the task line, each with the template's
+    punctuation after it, and the window's (observation, action) pairs. ALFWorld's first prompt
+    shows no task, and the parse finds it in the observation, which the game's intro ends with.
+    """
+    layout = _LAYOUTS.get(id(builder.template))
+    if layout is None:
+        return None
+    current = builder.observation_text(observation) + layout.observation_end
+    if _ACTIONS_MARK in current:
+        return None
+    parts = [(OBSERVATION, current.rstrip("\n"))]
+    recent = list(history)[-builder.history_length:] if history and builder.history_length > 0 else []
+    if history or layout.first_has_task:
+        if _STATE_MARK in task or "[Observation " in task:
+            return None
+        parts.append((TASK, (task + layout.task_end).partition("\n")[0]))
+    else:  # ALFWorld's first step: the task is the observation's "Your task is to: ..." line
+        found = current.find(_TASK_MARK)
+        if found < 0:
+            return None
+        parts.append((TASK, current[found + len(_TASK_MARK):].partition("\n")[0]))
+    for past, action in recent:
+        past = builder.observation_text(past)
+        if _STATE_MARK in past or _STATE_MARK in action or "', Action " in past or "']" in action:
+            return None
+        parts += [(PAST_OBSERVATIONS, past), (PAST_ACTIONS, action)]
+    return parts
 
 
 class CommandRegistry:
@@ -183,10 +255,10 @@ class CommandRegistry:
         self.texts: list[str] = []
         self.tokens: list[list[int]] = []
         self._ids: dict[str, int] = {}
-        # every command's hashed ids as rows of one 0-padded tensor (grown by doubling) and their
-        # lengths: ``padded`` then indexes instead of building a tensor from lists at every call
-        self._table = torch.zeros((64, 16), dtype=torch.long)
-        self._lengths = torch.zeros(64, dtype=torch.long)
+        # every command's hashed ids as rows of one 0-padded array (grown by doubling) and their
+        # lengths: ``bags`` then indexes instead of building arrays from lists at every call
+        self._table = np.zeros((64, 16), dtype=np.int64)
+        self._lengths = np.zeros(64, dtype=np.int64)
         for text in texts:
             self.id(text)
 
@@ -209,17 +281,176 @@ class CommandRegistry:
     def _store(self, index: int, tokens: list[int]) -> None:
         rows, width = self._table.shape
         if index >= rows or len(tokens) > width:
-            grown = torch.zeros((max(rows, 2 * index), max(width, len(tokens))), dtype=torch.long)
+            grown = np.zeros((max(rows, 2 * index), max(width, len(tokens))), dtype=np.int64)
             grown[:rows, :width] = self._table
             self._table = grown
-            self._lengths = torch.cat([self._lengths, self._lengths.new_zeros(grown.shape[0] - rows)])
-        self._table[index, :len(tokens)] = torch.tensor(tokens, dtype=torch.long)
+            self._lengths = np.concatenate([self._lengths, np.zeros(grown.shape[0] - rows, dtype=np.int64)])
+        self._table[index, :len(tokens)] = tokens
         self._lengths[index] = len(tokens)
 
-    def padded(self, ids: Sequence[int] | torch.Tensor) -> torch.Tensor:
-        """``(len(ids), L)`` hashed ids of these commands, 0-padded to the longest of them."""
-        index = torch.as_tensor(ids, dtype=torch.long)
-        return self._table[index, :int(self._lengths[index].max())]
+    def bags(self, ids: np.ndarray) -> "Bags":
+        """These commands' hashed ids, one bag a command (``ActionScorer.scores`` pools them)."""
+        counts = self._lengths[ids]
+        table = self._table[ids, :counts.max()]
+        return _bags(table[table > 0], np.repeat(np.arange(len(ids)), counts), counts)
+
+
+class Bags(NamedTuple):
+    """Groups of embedding rows to average (what ``ActionScorer.scores`` pools): ``ids`` grouped by
+    bag, in their order within each bag; ``bags`` the bag of each id; ``offsets`` where each bag
+    starts in ``ids``; ``counts`` its size (0: an empty bag, pooled as 0). NumPy arrays: they are
+    built from a few thousand integers, where torch's per-call overhead costs more than the work."""
+
+    ids: np.ndarray
+    bags: np.ndarray
+    offsets: np.ndarray
+    counts: np.ndarray
+
+    def join(self, other: "Bags") -> "Bags":
+        """These bags, then ``other``'s, as one set: one pooling pass, one embedding gradient."""
+        return Bags(
+            np.concatenate([self.ids, other.ids]), np.concatenate([self.bags, other.bags + len(self.counts)]),
+            np.concatenate([self.offsets, other.offsets + len(self.ids)]), np.concatenate([self.counts, other.counts]),
+        )
+
+
+def _bags(ids: np.ndarray, bags: np.ndarray, counts: np.ndarray) -> Bags:
+    """``Bags`` of ids already grouped by bag (``bags`` ascending) with the bags' sizes."""
+    return Bags(ids, bags, np.cumsum(counts) - counts, counts)
+
+
+def section_bags(rows: np.ndarray, ids: np.ndarray, num_rows: int, buckets: int) -> Bags:
+    """The ``num_rows * SECTIONS`` bags of prompts given as ``ids`` (sectioned hashed ids, see
+    ``HashingTokenizer``) with the prompt row of each (rows ascending, each row's ids in order):
+    bag ``row * SECTIONS + section``. A stable sort keeps each bag's ids in prompt order, so a
+    prompt's means come out the same in any batch (its rollout and its update)."""
+    bags = rows * SECTIONS + ids // buckets
+    order = np.argsort(bags, kind="stable")
+    return _bags(ids[order] % buckets, bags[order], np.bincount(bags, minlength=num_rows * SECTIONS))
+
+
+def padded_section_bags(prompts: torch.Tensor, buckets: int) -> Bags:
+    """``section_bags`` of 0-padded ``(B, P)`` prompt ids (a training batch's)."""
+    ids = prompts.numpy()
+    real = ids > 0
+    return section_bags(np.nonzero(real)[0], ids[real], ids.shape[0], buckets)
+
+
+def listed_section_bags(prompts: Sequence[Sequence[int]], buckets: int) -> Bags:
+    """``section_bags`` of prompts as lists of ids (a rollout turn's), without padding them first."""
+    lengths = np.fromiter(map(len, prompts), dtype=np.int64, count=len(prompts))
+    ids = np.fromiter(chain.from_iterable(prompts), dtype=np.int64, count=int(lengths.sum()))
+    return section_bags(np.repeat(np.arange(len(prompts)), lengths), ids, len(prompts), buckets)
+
+
+class Choices(NamedTuple):
+    """The (state, command) pairs to score: pair ``i`` is command ``distinct[commands[i]]`` (a
+    registry id) for state ``rows[i]``, shown at cell ``cells[i]`` (row-major) of the ``shape``
+    score table (-inf elsewhere). Each distinct command is encoded once."""
+
+    rows: torch.Tensor
+    commands: torch.Tensor
+    cells: torch.Tensor
+    distinct: np.ndarray
+    shape: tuple[int, int]
+
+
+def choices_of(rows: np.ndarray, columns: np.ndarray, command_ids: np.ndarray, shape: tuple[int, int]) -> Choices:
+    """``Choices`` of pairs given row by row (``rows`` ascending) with their registry command ids."""
+    distinct, local = np.unique(command_ids, return_inverse=True)
+    cells = rows * shape[1] + columns
+    return Choices(torch.from_numpy(rows), torch.from_numpy(local.reshape(-1)), torch.from_numpy(cells), distinct, shape)
+
+
+def padded_choices(choices: torch.Tensor) -> Choices:
+    """``Choices`` of a ``(B, K)`` table of registry ids, -1 pads (a training batch's allowed ids)."""
+    ids = choices.numpy()
+    rows, columns = np.nonzero(ids >= 0)
+    return choices_of(rows, columns, ids[rows, columns], ids.shape)
+
+
+def listed_choices(ids: Sequence[Sequence[int]]) -> Choices:
+    """``Choices`` of each prompt's list of registry ids (a rollout turn's)."""
+    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    flat = np.fromiter(chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
+    rows = np.repeat(np.arange(len(ids)), lengths)
+    columns = np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return choices_of(rows, columns, flat, (len(ids), int(lengths.max())))
+
+
+def _sigmoid_tanh(x: torch.Tensor) -> torch.Tensor:
+    """``tanh(x)`` as ``2 sigmoid(2x) - 1`` (equal to float32 rounding, within 2e-7): torch's CPU
+    tanh kernel runs ~3x slower than its sigmoid, and the scorer's hidden layer over every (state,
+    command) pair was a large share of a training step."""
+    return torch.sigmoid(x * 2).mul_(2).sub_(1)
+
+
+class _Scores(torch.autograd.Function):
+    """``ActionScorer.scores`` as one autograd node, its backward the chain rule written out.
+
+    Forward: the bags' mean embeddings (one ``embedding_bag``); the state code ``s = tanh(W_1 x_s
+    + b_1)`` of each prompt's section means side by side and the code ``a = tanh(W_2 x_a + b_2)``
+    of each distinct command; per (state, command) pair ``w · tanh(W_s s + W_a a + W_sa (s ⊙ a) +
+    b) + c``, placed in the ``choices.shape`` table (-inf elsewhere).
+
+    Why by hand: at these sizes (a few thousand ids and pairs, width 64) the arithmetic is cheap
+    and autograd's graph was not: ~30 nodes of gathers, slices, splits of ``W`` and scatters, each
+    with bookkeeping and zero-filled buffers, and torch's backward of mean bags sorts the ids. Here
+    each gradient is one pass: a mean's is its bag's gradient over its size, added to the rows of
+    its ids by one ``index_add_``.
+    """
+
+    @staticmethod
+    def forward(ctx, embed, state_w, state_b, command_w, command_b, first_w, first_b, last_w, last_b,  # type: ignore[override]
+                bags: Bags, split: int, choices: Choices):
+        ids, bag, counts = torch.from_numpy(bags.ids), torch.from_numpy(bags.bags), torch.from_numpy(bags.counts)
+        means = nn.functional.embedding_bag(ids, embed, torch.from_numpy(bags.offsets), mode="mean")
+        dim, hidden_size = embed.shape[1], state_w.shape[0]
+        x_state = means[:split].view(-1, SECTIONS * dim)[:, dim:]  # sections 1.. side by side
+        x_command = means[split:]
+        state = _sigmoid_tanh(torch.addmm(state_b, x_state, state_w.t()))
+        codes = _sigmoid_tanh(torch.addmm(command_b, x_command, command_w.t()))
+        w_state, w_command, w_product = first_w.split(hidden_size, dim=1)
+        rows, commands = choices.rows, choices.commands
+        s, a = state.index_select(0, rows), codes.index_select(0, commands)
+        product = s * a
+        per_pair = torch.addmm(first_b, state, w_state.t()).index_select(0, rows)
+        per_pair += (codes @ w_command.t()).index_select(0, commands)
+        hidden = _sigmoid_tanh(torch.addmm(per_pair, product, w_product.t()))
+        raw = torch.addmv(last_b, hidden, last_w[0])
+        ctx.save_for_backward(ids, bag, counts, state_w, command_w, first_w, last_w, x_state, x_command, state, codes,
+                              s, a, product, hidden)
+        ctx.choices, ctx.shape = choices, (embed.shape, means.shape, split)
+        table = torch.full((choices.shape[0] * choices.shape[1],), float("-inf"), dtype=raw.dtype)
+        return table.index_copy_(0, choices.cells, raw).view(choices.shape), state
+
+    @staticmethod
+    def backward(ctx, g_table, g_state_out):  # type: ignore[override]
+        (ids, bag, counts, state_w, command_w, first_w, last_w, x_state, x_command, state, codes,
+         s, a, product, hidden) = ctx.saved_tensors
+        choices, (embed_shape, means_shape, split) = ctx.choices, ctx.shape
+        rows, commands = choices.rows, choices.commands
+        w_state, w_command, w_product = first_w.split(state.shape[1], dim=1)
+        g_raw = g_table.reshape(-1).index_select(0, choices.cells)
+        g_hidden = torch.ops.aten.tanh_backward(torch.outer(g_raw, last_w[0]), hidden)
+        g_product = g_hidden @ w_product
+        g_per_state = state.new_zeros(state.shape).index_add_(0, rows, g_hidden)
+        g_per_command = codes.new_zeros(codes.shape).index_add_(0, commands, g_hidden)
+        g_state = torch.addmm(state.new_zeros(state.shape).index_add_(0, rows, g_product * a), g_per_state, w_state)
+        if g_state_out is not None:
+            g_state += g_state_out
+        g_codes = torch.addmm(codes.new_zeros(codes.shape).index_add_(0, commands, g_product * s), g_per_command, w_command)
+        g_first_w = torch.cat([g_per_state.t() @ state, g_per_command.t() @ codes, g_hidden.t() @ product], dim=1)
+        g_state_in = torch.ops.aten.tanh_backward(g_state, state)
+        g_command_in = torch.ops.aten.tanh_backward(g_codes, codes)
+        g_means = state.new_zeros(means_shape)
+        dim = means_shape[1]
+        g_means[:split].view(-1, SECTIONS * dim)[:, dim:] = g_state_in @ state_w
+        g_means[split:] = g_command_in @ command_w
+        per_id = (g_means / counts.clamp(min=1).unsqueeze(1)).index_select(0, bag)
+        g_embed = state.new_zeros(embed_shape).index_add_(0, ids, per_id)
+        return (g_embed, g_state_in.t() @ x_state, g_state_in.sum(0), g_command_in.t() @ x_command, g_command_in.sum(0),
+                g_first_w, g_per_state.sum(0), (g_raw @ hidden).unsqueeze(0), g_raw.sum().view(1), None, None, None)
 
 
 class ActionScorer(nn.Module):
@@ -238,46 +469,24 @@ class ActionScorer(nn.Module):
         self.command = nn.Sequential(nn.Linear(config.embed_dim, config.hidden), nn.Tanh())
         self.scorer = nn.Sequential(nn.Linear(3 * config.hidden, config.hidden), nn.Tanh(), nn.Linear(config.hidden, 1))
 
-    def pooled(self, ids: torch.Tensor) -> torch.Tensor:
-        """``(B, SECTIONS, embed_dim)``: the mean embedding of each section's ids (0 pads; an empty
-        section is 0).
+    def scores(self, prompts: Bags, commands: Bags, choices: Choices) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ``choices.shape`` scores of ``choices`` (-inf where there is none), whose commands'
+        bags are ``commands`` (one per distinct command), and the ``(B, h)`` state codes of
+        ``prompts`` (``SECTIONS`` bags a row); the modules' forward passes, computed by ``_Scores``.
 
-        One ``embedding_bag`` over the real ids only, a bag per (row, section): padding is most
-        of a batch of prompts of unequal length, and it is neither looked up nor differentiated.
+        The prompts' and the commands' means are one pooling pass over the real ids only (padding
+        is most of a batch of prompts of unequal length). The first scorer layer ``W [s; a; s ⊙ a]``
+        is applied as ``W_s s + W_a a + W_sa (s ⊙ a)``: ``W_s s`` once per state and ``W_a a`` once
+        per distinct command rather than once per (state, command) pair, and only real pairs are
+        scored.
         """
-        rows, _ = (ids > 0).nonzero(as_tuple=True)  # row-major, so each row's ids stay in order
-        real = ids[ids > 0]
-        bags = rows * SECTIONS + real // self.buckets
-        order = torch.argsort(bags, stable=True)
-        counts = torch.bincount(bags, minlength=ids.shape[0] * SECTIONS)
-        offsets = counts.cumsum(0) - counts
-        means = nn.functional.embedding_bag(real[order] % self.buckets, self.embed.weight, offsets, mode="mean")
-        return means.view(ids.shape[0], SECTIONS, -1)
-
-    def encode_state(self, prompt: torch.Tensor) -> torch.Tensor:
-        return self.state(self.pooled(prompt)[:, 1:, :].flatten(1))
-
-    def scores(self, state: torch.Tensor, commands: torch.Tensor, choices: torch.Tensor) -> torch.Tensor:
-        """``(B, K)`` scores of ``choices`` (indices into ``commands``' rows; -1 pads, scored -inf).
-
-        The first scorer layer ``W [s; a; s ⊙ a]`` is applied as ``W_s s + W_a a + W_sa (s ⊙ a)``:
-        ``W_s s`` once per state and ``W_a a`` once per distinct command rather than once per
-        (state, command) pair, and only real pairs (not the -1 padding) are scored.
-        """
-        codes = self.command(self.pooled(commands)[:, 0, :])  # (U, h)
-        first, last = self.scorer[0], self.scorer[2]
-        w_state, w_command, w_product = first.weight.split(codes.shape[1], dim=1)
-        rows, columns = (choices >= 0).nonzero(as_tuple=True)
-        picked = choices[rows, columns]
-        per_state = nn.functional.linear(state, w_state, first.bias)  # (B, h)
-        per_command = codes @ w_command.T  # (U, h)
-        product = nn.functional.linear(state[rows] * codes[picked], w_product)  # (pairs, h)
-        raw = last(torch.tanh(per_state[rows] + per_command[picked] + product)).squeeze(-1)
-        return torch.full(choices.shape, float("-inf")).index_put((rows, columns), raw)
+        (state, _), (command, _), (first, _, last) = self.state, self.command, self.scorer
+        return _Scores.apply(self.embed.weight, state.weight, state.bias, command.weight, command.bias, first.weight,
+                             first.bias, last.weight, last.bias, prompts.join(commands), len(prompts.counts), choices)
 
 
 def _tempered(scores: torch.Tensor, temperature: float) -> torch.Tensor:
-    return scores / temperature if temperature > 0 else scores
+    return scores / temperature if temperature > 0 and temperature != 1 else scores  # x / 1 is x
 
 
 class ActionScorerPolicy:
@@ -315,7 +524,7 @@ class ActionScorerPolicy:
     def pad_token_id(self) -> int:
         return HashingTokenizer.pad_token_id
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def generate(self, prompt_ids: Sequence[Sequence[int]], config: GenerationConfig = GenerationConfig(),
                  allowed: Sequence[Sequence[str]] | None = None) -> GenerationOutput:
         """One admissible command per prompt, sampled from ``softmax(scores / temperature)``
@@ -326,7 +535,7 @@ class ActionScorerPolicy:
         if any(len(choices) == 0 for choices in allowed):
             raise ValueError("a prompt came with no admissible action to choose from")
         ids = [self.commands.ids(choices) for choices in allowed]
-        scores = self._scores(_padded(prompt_ids, 0), _padded(ids, -1))[0]
+        scores = self._scores(listed_section_bags(prompt_ids, self.config.buckets), listed_choices(ids))[0]
         logits = _tempered(scores, config.temperature)
         if config.temperature > 0:
             generator = torch.Generator().manual_seed(config.seed) if config.seed is not None else self._generator
@@ -342,12 +551,9 @@ class ActionScorerPolicy:
             allowed_token_ids=[[row] for row in ids],
         )
 
-    def _scores(self, prompts: torch.Tensor, choices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(B, K)`` scores of command ids ``choices`` (-1 pads) and the ``(B, h)`` state codes."""
-        unique, local = torch.unique(choices.clamp(min=0), return_inverse=True)
-        local = local.masked_fill(choices < 0, -1)
-        state = self.model.encode_state(prompts)
-        return self.model.scores(state, self.commands.padded(unique), local), state
+    def _scores(self, prompts: Bags, choices: Choices) -> tuple[torch.Tensor, torch.Tensor]:
+        """The scores of ``choices`` and the state codes of ``prompts`` (``ActionScorer.scores``)."""
+        return self.model.scores(prompts, self.commands.bags(choices.distinct), choices)
 
     def sync_weights(self) -> None:
         """Nothing to push: acting and learning share the weights."""
@@ -369,7 +575,8 @@ class ActionScorerPolicy:
         P = batch.prompt_length
         width = batch.response_mask.shape[1]
         choices = batch.allowed[:, 0, :]
-        scores, state = self._scores(batch.input_ids[:, :P] * batch.attention_mask[:, :P], choices)
+        prompts = padded_section_bags(batch.input_ids[:, :P] * batch.attention_mask[:, :P], self.config.buckets)
+        scores, state = self._scores(prompts, padded_choices(choices))
         logp = torch.log_softmax(_tempered(scores, temperature), -1)
         position = (choices == batch.input_ids[:, P:P + 1]).float().argmax(-1, keepdim=True)
         result = {"logprobs": _widen(logp.gather(-1, position).squeeze(-1), width)}
@@ -460,15 +667,6 @@ class ActionScorerPolicy:
         policy = cls(config, value_head=head, seed=seed, micro_batch_size=micro_batch_size)
         policy.load_state_dict(state)
         return policy
-
-
-def _padded(rows: Sequence[Sequence[int]], fill: int) -> torch.Tensor:
-    """``rows`` right-padded with ``fill`` into one tensor, placed by one masked assignment (a
-    nested list to ``torch.tensor`` converts element by element: slow for a turn's prompts)."""
-    lengths = torch.tensor([len(row) for row in rows], dtype=torch.long)
-    padded = torch.full((len(rows), int(lengths.max())), fill, dtype=torch.long)
-    padded[torch.arange(padded.shape[1]) < lengths[:, None]] = torch.tensor(list(chain.from_iterable(rows)), dtype=torch.long)
-    return padded
 
 
 def _widen(column: torch.Tensor, width: int) -> torch.Tensor:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Sequence
 
 __all__ = [
@@ -125,6 +126,12 @@ def template_for(env_id: str | None) -> PromptTemplate:
     return GENERIC
 
 
+@lru_cache(maxsize=None)
+def _compiled(pattern: str) -> re.Pattern:
+    """A template's ``strip_pattern``, compiled once (``re.sub`` looks it up in re's cache per call)."""
+    return re.compile(pattern, re.S)
+
+
 @dataclass(frozen=True)
 class FittedPrompt:
     """A prompt's token ids and how many history entries were left out to fit the token budget."""
@@ -150,7 +157,7 @@ class PromptBuilder:
 
     def observation_text(self, obs: str) -> str:
         pattern = self.template.strip_pattern
-        return re.sub(pattern, "", obs, count=1, flags=re.S) if pattern else obs
+        return _compiled(pattern).sub("", obs, count=1) if pattern else obs
 
     def build(
         self,
@@ -161,10 +168,8 @@ class PromptBuilder:
     ) -> str:
         """The user message; ``history`` is every past (observation, action) pair, oldest first."""
         actions = [a for a in admissible_actions if a != "help"]
-        if self.template is WEBSHOP:
-            action_text = ",\n".join(f"'{a}'" for a in actions)
-        else:
-            action_text = "\n ".join(f"'{a}'" for a in actions)
+        separator = "',\n'" if self.template is WEBSHOP else "'\n '"  # each action quoted
+        action_text = f"'{separator.join(actions)}'" if actions else ""
         fields = dict(
             task=task,
             observation=self.observation_text(observation),
@@ -224,7 +229,12 @@ class PromptBuilder:
         def keeping(k: int) -> list[int]:
             return self.chat_ids(tokenizer, replace(self, history_length=k).build(task, observation, admissible_actions, history))
 
-        ids = keeping(window)
+        if max_length is None:  # a tokenizer that reads the fields instead of the rendered text (the fast policy's)
+            direct = getattr(tokenizer, "prompt_ids", None)
+            ids = None if direct is None else direct(self, task, observation, history)
+            if ids is not None:
+                return FittedPrompt(ids, 0)
+        ids = self.chat_ids(tokenizer, self.build(task, observation, admissible_actions, history))  # = keeping(window)
         if max_length is None or len(ids) <= max_length or window == 0:
             return FittedPrompt(ids, 0)
         fits, over, ids = 0, window, keeping(0)

@@ -6,7 +6,7 @@ import torch
 import rspo_gym  # noqa: F401
 from rspo_gym.algos import GiGPOTrainer, GRPOTrainer, PPOTrainer, RSPOTrainer
 from rspo_gym.training.envs import make_vector_env
-from rspo_gym.policies.action_scorer import ActionScorerPolicy, HashingTokenizer
+from rspo_gym.policies.action_scorer import ActionScorerPolicy, HashingTokenizer, padded_choices, padded_section_bags
 from rspo_gym.rollout.generation import GenerationConfig
 from rspo_gym.rollout.collector import CollectConfig, collect
 from rspo_gym.rollout.trajectory import to_batch
@@ -139,17 +139,26 @@ def test_a_kl_reference_is_a_frozen_copy_that_stays_put(tmp_path):
     trainer.close()
 
 
+def _padded_commands(registry, ids):
+    """Commands' hashed ids as 0-padded rows, from the registry's own token lists."""
+    tokens = [registry.tokens[i] for i in ids.tolist()]
+    width = max(map(len, tokens))
+    return torch.tensor([t + [0] * (width - len(t)) for t in tokens])
+
+
 def _reference_scores(model, prompts, commands, choices):
     """The scorer written as its formula: per-section means by a one-hot matmul over the padded ids,
-    ``w · tanh(W [s; a; s ⊙ a])`` on every (state, command) slot, padding masked to -inf."""
+    ``w · tanh(W [s; a; s ⊙ a])`` (torch's own tanh and autograd) on every (state, command) slot,
+    padding masked to -inf."""
     def pooled(ids):
         sections = torch.nn.functional.one_hot(ids // model.buckets, 5).float() * (ids > 0).unsqueeze(-1)
         return (sections.transpose(1, 2) @ model.embed(ids % model.buckets)) / sections.sum(1).clamp(min=1.0).unsqueeze(-1)
 
-    state = model.state(pooled(prompts)[:, 1:, :].flatten(1))
-    a = model.command(pooled(commands)[:, 0, :])[choices.clamp(min=0)]
+    state = torch.tanh(model.state[0](pooled(prompts)[:, 1:, :].flatten(1)))
+    a = torch.tanh(model.command[0](pooled(commands)[:, 0, :]))[choices.clamp(min=0)]
     s = state[:, None, :].expand_as(a)
-    return model.scorer(torch.cat([s, a, s * a], dim=-1)).squeeze(-1).masked_fill(choices < 0, float("-inf"))
+    hidden = torch.tanh(model.scorer[0](torch.cat([s, a, s * a], dim=-1)))
+    return model.scorer[2](hidden).squeeze(-1).masked_fill(choices < 0, float("-inf"))
 
 
 def test_scores_and_their_gradients_equal_the_formula_on_ragged_batches():
@@ -162,9 +171,11 @@ def test_scores_and_their_gradients_equal_the_formula_on_ragged_batches():
     width = max(map(len, prompts))
     prompts = torch.tensor([[0] * (width - len(p)) + p for p in prompts])  # left-padded, as in a batch
     choices = torch.tensor([[0, 2, 1, -1], [3, -1, -1, -1]])
-    commands = policy.commands.padded(policy.commands.ids(["take mug 1", "go to desk 1", "look", "open fridge 1"]))
+    ids = torch.tensor(policy.commands.ids(["take mug 1", "go to desk 1", "look", "open fridge 1"]))
+    commands = _padded_commands(policy.commands, ids)
     model = policy.model
-    fast = model.scores(model.encode_state(prompts), commands, choices)
+    pairs = padded_choices(torch.where(choices >= 0, ids[choices.clamp(min=0)], -1))  # as registry ids
+    fast, _ = model.scores(padded_section_bags(prompts, model.buckets), policy.commands.bags(pairs.distinct), pairs)
     reference = _reference_scores(model, prompts, commands, choices)
     assert torch.equal(torch.isinf(fast), choices < 0)
     assert torch.allclose(fast[choices >= 0], reference[choices >= 0], atol=1e-6)
@@ -183,3 +194,75 @@ def test_the_tokenizer_remembers_parts_without_changing_ids():
     assert first == again == [i for section, part in tok.sections(prompt) for i in tok.encode(part, section)]
     again.append(7)  # a caller's list is its own: the remembered parts stay intact
     assert tok(prompt)["input_ids"] == first
+
+
+def test_the_hand_written_backward_equals_finite_differences_in_float64():
+    """``_Scores`` (every parameter's gradient, and the state codes' for a value head), and the
+    sigmoid form of tanh against torch's."""
+    from rspo_gym.policies.action_scorer import (
+        ActionScorer, CommandRegistry, ScorerConfig, _Scores, _sigmoid_tanh, listed_choices, listed_section_bags,
+    )
+
+    torch.manual_seed(0)
+    model = ActionScorer(ScorerConfig(buckets=16, embed_dim=3, hidden=4)).double()
+    tok = HashingTokenizer(16)
+    prompts = listed_section_bags([tok(text)["input_ids"] for text in ("go to fridge", "Your task is to: heat a mug.\nYour "
+                                   "current observation is: a mug 1\nYour admissible actions", "look")], 16)
+    registry = CommandRegistry(tok, ["take mug 1", "look", "go to desk 1", "open fridge 1"])
+    choices = listed_choices([[3, 1], [2], [1, 0, 3]])  # ragged
+    commands = registry.bags(choices.distinct)
+    weights = tuple(model.parameters())
+    assert len(weights) == 9
+
+    def scores(*params):
+        table, state = _Scores.apply(*params, prompts.join(commands), len(prompts.counts), choices)
+        return table.clamp(min=-1e9), state
+
+    assert torch.autograd.gradcheck(scores, weights)
+    x = torch.linspace(-20, 20, 4001)
+    assert float((_sigmoid_tanh(x) - torch.tanh(x)).abs().max()) < 3e-7
+
+
+def test_a_prompt_pools_alike_in_its_rollout_turn_and_in_a_training_batch():
+    """The rollout scores prompts from their id lists, the update from the left-padded batch; the
+    bags (hence the means, hence the log-probs) are the same."""
+    from rspo_gym.policies.action_scorer import listed_section_bags, padded_section_bags
+
+    tok = HashingTokenizer(64)
+    prompts = [tok(text)["input_ids"] for text in (
+        "Your task is to: put a mug in the desk.\nPrior to this step, you have already taken 1 step(s). Below are the most "
+        "recent 1 observations and the corresponding actions you took: \n[Observation 1: 'You see a desk 1.', Action 1: "
+        "'go to desk 1']\nYou are now at step 2 and your current observation is: You see a mug 1.\nYour admissible actions "
+        "of the current situation are: ['take mug 1'].", "You arrive at fridge 1.", "look")]
+    width = max(map(len, prompts))
+    padded = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
+    for a, b in zip(listed_section_bags(prompts, 64), padded_section_bags(padded, 64)):
+        assert a.tolist() == b.tolist()
+
+
+def test_prompt_ids_read_from_the_fields_equal_the_parsed_rendered_prompt():
+    """``HashingTokenizer.prompt_ids`` skips rendering the prompt; wherever it answers, its parts
+    are what parsing the rendered prompt finds, on fields full of the templates' markers."""
+    import random
+
+    from rspo_gym.policies.action_scorer import prompt_sections
+    from rspo_gym.rollout.prompts import ALFWORLD, GENERIC, WEBSHOP, PromptBuilder
+
+    tok = HashingTokenizer(64)
+    rng = random.Random(0)
+    pieces = ["current observation is: ", "\n", "\nYour admissible actions", "Your task is to: ", "x y", "'", "', Action ",
+              "', Action 3: '", "']", "[Observation 2: '", ".", "-= Welcome to TextWorld, ALFRED! =-\n\n", "Instruction: [SEP] a [SEP] "]
+
+    def text(k=6):
+        return "".join(rng.choice(pieces) for _ in range(rng.randint(0, k)))
+
+    answered = 0
+    for _ in range(20_000):
+        builder = PromptBuilder(rng.choice([ALFWORLD, WEBSHOP, GENERIC]), history_length=rng.choice([0, 1, 2]))
+        task, observation, history = text(), text(), [(text(), text()) for _ in range(rng.choice([0, 1, 3]))]
+        parts = prompt_sections(builder, task, observation, history)
+        if parts is not None:
+            answered += 1
+            assert parts == tok.sections(builder.build(task, observation, [text(3)], history))
+            assert tok.prompt_ids(builder, task, observation, history) == tok(builder.build(task, observation, ["look"], history))["input_ids"]
+    assert answered > 5_000

@@ -7,7 +7,7 @@ import torch
 import rspo_gym  # noqa: F401
 from rspo_gym.rollout.generation import GenerationConfig, GenerationOutput
 from rspo_gym.rollout.adapters import DiscreteTextAdapter
-from rspo_gym.rollout.collector import CollectConfig, collect, constrained_choices
+from rspo_gym.rollout.collector import CollectConfig, collect, constrained_choices, turn_row_seeds
 from rspo_gym.rollout.trajectory import to_batch
 from rspo_gym.rollout.vector import GroupedVectorEnv
 
@@ -94,6 +94,15 @@ def test_frozen_lake_collect_with_the_tiny_model(policy):
 def test_constrained_choices_make_webshop_search_concrete():
     assert constrained_choices(["search[<your query>]", "help"], " red shoes ") == ["search[red shoes]"]
     assert constrained_choices(["look", "help", "go to desk 1"], "t") == ["look", "go to desk 1"]
+
+
+def test_turn_seeds_are_numpys_seed_sequence_of_the_row_seed_and_turn():
+    import numpy as np
+
+    seeds = [int(s) for s in np.random.default_rng(0).integers(0, 2**32, 50)] + [0, 2**32 - 1, 2**32, 2**70 + 3]
+    table = turn_row_seeds(seeds, 7)
+    assert table.shape == (len(seeds), 7)
+    assert table.tolist() == [[int(np.random.SeedSequence([s, t]).generate_state(1)[0]) for t in range(7)] for s in seeds]
 
 
 def test_merged_rollouts_need_distinct_trajectory_ids(policy):

@@ -58,6 +58,9 @@ class Game:
         self._commands: dict[str, Action] | None = None
         self._sorted: list[str] | None = None
         self._won: bool | None = None
+        self.derived: dict = {}
+        """Values computed from the current state (the env's process potentials), kept until it
+        changes: read-only and invalid commands, most of a weak policy's, leave it as it is."""
         self.last_action: Action | None = None
         """The action the last ``step`` applied (None after ``reset`` or a command not understood):
         what per-event process rewards (``events.py``) read."""
@@ -106,6 +109,7 @@ class Game:
         self._commands = None
         self._sorted = None
         self._won = None
+        self.derived.clear()
 
     # -------------------------------------------------------------------------------- effects
     def _apply(self, action: Action) -> str:

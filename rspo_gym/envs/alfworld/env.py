@@ -163,7 +163,13 @@ class AlfworldEnv(gym.Env[str, str]):
             raise ValueError(f"Unknown ALFWorld potential {name!r}; expected one of {sorted(process.POTENTIALS)}")
         if self.game is None:
             return 0.0
-        return process.POTENTIALS[name](self.world, self.game.state)
+        derived = getattr(self.game, "derived", None)  # the TextWorld backend keeps none
+        if derived is None:
+            return process.POTENTIALS[name](self.world, self.game.state)
+        key = ("potential", name)
+        if key not in derived:
+            derived[key] = process.POTENTIALS[name](self.world, self.game.state)
+        return derived[key]
 
     def step_events(self, wanted: frozenset[str] | None = None) -> list:
         """The per-event process-reward events of the last step (``alfworld/process.py``); with

@@ -33,12 +33,9 @@ def target_ok(world: World, state: State, index: int) -> bool:
 
 def placed_targets(world: World, state: State) -> int:
     """The most suitable targets inside one receptacle of the destination type."""
-    parent = world.task.parent_type
     best = 0
-    for r, receptacle in enumerate(world.receptacles):
-        if receptacle.rtype == parent:
-            count = sum(1 for o in state.contents[r] if target_ok(world, state, o))
-            best = max(best, count)
+    for r in world.destinations:
+        best = max(best, sum(1 for o in state.contents[r] if target_ok(world, state, o)))
     return best
 
 

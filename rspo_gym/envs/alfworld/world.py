@@ -145,6 +145,8 @@ class World:
         object.__setattr__(self, "receptacles_at", {k: tuple(v) for k, v in locations.items()})
         object.__setattr__(self, "receptacle_index", {r.name: i for i, r in enumerate(self.receptacles)})
         object.__setattr__(self, "item_index", {o.name: i for i, o in enumerate(self.items)})
+        parent = self.task.parent_type  # the goal checks (goals.py) read these at every step
+        object.__setattr__(self, "destinations", tuple(i for i, r in enumerate(self.receptacles) if r.rtype == parent))
 
     def receptacles_at_location(self, location: int) -> tuple[int, ...]:
         """Indices of the receptacles at ``location`` (in listing order; empty if none)."""
