@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), "HF_HUB_OFFLINE": "1"}
 #: Runs ``sys.argv[1]`` (a module's or a script's name) with the rest of the arguments, a bar's every redraw a line.
 EVERY_REDRAW = (
-    "import runpy, sys; from rspo_gym.algos import progress; progress.LOG_EVERY_S = 0.0; "
+    "import runpy, sys; from rspo_gym.training import progress; progress.LOG_EVERY_S = 0.0; "
     "target, sys.argv = sys.argv[1], sys.argv[1:]; "
     "runpy.run_path(target, run_name='__main__') if target.endswith('.py') else runpy.run_module(target, run_name='__main__')"
 )
