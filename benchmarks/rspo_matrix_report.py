@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -275,8 +276,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("results", type=Path, help="the matrix's folder (holding cells/ and starts/)")
     parser.add_argument("--out", type=Path, default=None, help="default: the results folder")
     parser.add_argument("--preset", choices=sorted(PLANS), default="matrix", help="the plan the cells were run with")
+    parser.add_argument("--steps", type=int, default=None, help="the learner env steps the cells were run with "
+                        "(rspo_matrix.py --steps): the budget whose end is 'final'")
     args = parser.parse_args(argv)
     plan = PLANS[args.preset]
+    if args.steps is not None:
+        plan = replace(plan, envs={e: replace(p, learner_steps=args.steps) for e, p in plan.envs.items()})
     out = args.out or args.results
     out.mkdir(parents=True, exist_ok=True)
     cells, starts = load_results(args.results)

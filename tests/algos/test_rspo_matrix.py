@@ -120,3 +120,30 @@ def test_summary_json_has_the_documented_schema_and_pairs_by_seed(tmp_path):
     assert (tmp_path / "docs" / "heldout_ALFWorld-v0.png").is_file()
     details = json.loads((tmp_path / "docs" / "details.json").read_text())
     assert {"final", "final_t04", "equal_total", "auc"} == set(details["views"])
+
+
+@pytest.mark.parametrize(("steps", "expected"), [(None, 0.0), (100, 0.5)])
+def test_the_report_reads_final_at_the_budget_a_run_was_given(tmp_path, steps, expected):
+    m = _module("rspo_matrix")
+    report = _module("rspo_matrix_report")
+    env = m.ALFWORLD
+    out = tmp_path / "results"
+    (out / "cells").mkdir(parents=True)
+    (out / "starts").mkdir()
+    cell = _cell(env, "grpo", "outcome", 0, [1, 0], "outcome", None)
+    for evaluation in cell["evals"]:  # lost everything at 30 steps, won half at the 100-step end
+        if evaluation["learner_steps"] == 30:
+            evaluation["per_task"] = [["valid_seen", k, 0, 0.0, 0] for k in range(2)]
+    (out / "cells" / "outcome-0.json").write_text(json.dumps(cell))
+    start = {"env": env, "seed": 0, "evals": [{"learner_steps": 0, "temperature": t, "per_task": [["valid_seen", k, 0, 0.0, 0] for k in range(2)]}
+                                              for t in (1.0, 0.4)]}
+    (out / "starts" / "0.json").write_text(json.dumps(start))
+    monkey = dict(report.PLANS)
+    report.PLANS["pilot"] = m.Plan({env: m.EnvPlan(30)}, (("grpo", (0,), ("outcome",)),))
+    try:
+        report.main([str(out), "--preset", "pilot", "--out", str(tmp_path / "docs")] + (["--steps", str(steps)] if steps else []))
+    finally:
+        report.PLANS.clear()
+        report.PLANS.update(monkey)
+    rows = json.loads((tmp_path / "docs" / "summary.json").read_text())["rows"]
+    assert [r["mean"] for r in rows if r["arm"] == "outcome"] == [pytest.approx(expected)]
