@@ -84,29 +84,41 @@ def _cell(env, base, arm, seed, wins, kind, process):
     return {"env": env, "base": base, "arm": arm, "kind": kind, "process_reward": process, "seed": seed, "evals": evals}
 
 
+def _results_folder(tmp_path, env: str, seeds, tasks: int) -> Path:
+    """``<tmp>/results`` with cells/ and a start per seed that lost every one of ``tasks`` tasks."""
+    out = tmp_path / "results"
+    (out / "cells").mkdir(parents=True)
+    (out / "starts").mkdir()
+    for seed in seeds:
+        start = {"env": env, "seed": seed, "evals": [{"learner_steps": 0, "temperature": t, "per_task": [["valid_seen", k, 0, 0.0, 0] for k in range(tasks)]}
+                                                     for t in (1.0, 0.4)]}
+        (out / "starts" / f"{seed}.json").write_text(json.dumps(start))
+    return out
+
+
+def _report_under(report, preset: str, plan, argv: list[str]) -> None:
+    """Run the report with ``PLANS[preset]`` set to ``plan`` for the call."""
+    saved = dict(report.PLANS)
+    report.PLANS[preset] = plan
+    try:
+        report.main(argv)
+    finally:
+        report.PLANS.clear()
+        report.PLANS.update(saved)
+
+
 def test_summary_json_has_the_documented_schema_and_pairs_by_seed(tmp_path):
     m = _module("rspo_matrix")
     report = _module("rspo_matrix_report")
     env = m.ALFWORLD
-    out = tmp_path / "results"
-    (out / "cells").mkdir(parents=True)
-    (out / "starts").mkdir()
+    out = _results_folder(tmp_path, env, range(4), 6)
     for seed in range(4):
         for arm, kind, process, wins in (("outcome", "outcome", None, [1, 0, 0, 0, 1, 0]),
                                          ("explorer-misaligned", "rspo-explorer", "events", [1, 1, 1, 0, 1, 0]),
                                          ("dense-misaligned", "dense", "events", [0, 0, 0, 0, 0, 0])):
             (out / "cells" / f"{arm}-{seed}.json").write_text(json.dumps(_cell(env, "grpo", arm, seed, wins, kind, process)))
-        start = {"env": env, "seed": seed, "evals": [{"learner_steps": 0, "temperature": t, "per_task": [["valid_seen", k, 0, 0.0, 0] for k in range(6)]}
-                                                     for t in (1.0, 0.4)]}
-        (out / "starts" / f"{seed}.json").write_text(json.dumps(start))
     plan = m.Plan({env: m.EnvPlan(100)}, (("grpo", tuple(range(4)), ("outcome",)),))
-    monkey = dict(report.PLANS)
-    report.PLANS["matrix"] = plan
-    try:
-        report.main([str(out), "--out", str(tmp_path / "docs")])
-    finally:
-        report.PLANS.clear()
-        report.PLANS.update(monkey)
+    _report_under(report, "matrix", plan, [str(out), "--out", str(tmp_path / "docs")])
     summary = json.loads((tmp_path / "docs" / "summary.json").read_text())
     assert set(summary) == {"rows", "differences"}
     assert all(set(r) == {"env", "base", "arm", "process_reward", "seeds", "metric", "mean", "ci_low", "ci_high"} for r in summary["rows"])
@@ -127,23 +139,14 @@ def test_the_report_reads_final_at_the_budget_a_run_was_given(tmp_path, steps, e
     m = _module("rspo_matrix")
     report = _module("rspo_matrix_report")
     env = m.ALFWORLD
-    out = tmp_path / "results"
-    (out / "cells").mkdir(parents=True)
-    (out / "starts").mkdir()
+    out = _results_folder(tmp_path, env, [0], 2)
     cell = _cell(env, "grpo", "outcome", 0, [1, 0], "outcome", None)
     for evaluation in cell["evals"]:  # lost everything at 30 steps, won half at the 100-step end
         if evaluation["learner_steps"] == 30:
             evaluation["per_task"] = [["valid_seen", k, 0, 0.0, 0] for k in range(2)]
     (out / "cells" / "outcome-0.json").write_text(json.dumps(cell))
-    start = {"env": env, "seed": 0, "evals": [{"learner_steps": 0, "temperature": t, "per_task": [["valid_seen", k, 0, 0.0, 0] for k in range(2)]}
-                                              for t in (1.0, 0.4)]}
-    (out / "starts" / "0.json").write_text(json.dumps(start))
-    monkey = dict(report.PLANS)
-    report.PLANS["pilot"] = m.Plan({env: m.EnvPlan(30)}, (("grpo", (0,), ("outcome",)),))
-    try:
-        report.main([str(out), "--preset", "pilot", "--out", str(tmp_path / "docs")] + (["--steps", str(steps)] if steps else []))
-    finally:
-        report.PLANS.clear()
-        report.PLANS.update(monkey)
+    plan = m.Plan({env: m.EnvPlan(30)}, (("grpo", (0,), ("outcome",)),))
+    _report_under(report, "pilot", plan, [str(out), "--preset", "pilot", "--out", str(tmp_path / "docs")]
+                  + (["--steps", str(steps)] if steps else []))
     rows = json.loads((tmp_path / "docs" / "summary.json").read_text())["rows"]
     assert [r["mean"] for r in rows if r["arm"] == "outcome"] == [pytest.approx(expected)]
