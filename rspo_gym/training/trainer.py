@@ -267,6 +267,18 @@ class Trainer:
         self._run_open = False  # made, with config.json, by the first learn()
 
     # ------------------------------------------------------------------ the story
+    @contextlib.contextmanager
+    def _displaying(self, progress: TrainingProgress) -> Iterator[None]:
+        """``progress`` is the display rollouts report to while the loop runs; it is closed when the
+        loop ends, by an exception too, since an open bar's redraw thread keeps drawing over
+        whatever comes next."""
+        self._display = progress
+        try:
+            yield
+        finally:
+            self._display = None
+            progress.close()
+
     def learn(
         self,
         iterations: int | None = None,
@@ -312,8 +324,7 @@ class Trainer:
             self.config.progress and self.dist.is_main, f"{self.algo} {self.env_id or ''}".strip(), total, self.iteration,
             time_budget_s, speaks=self.dist.is_main,
         )
-        self._display = progress
-        with IterationGarbageCollection() as garbage:
+        with IterationGarbageCollection() as garbage, self._displaying(progress):
             for it in range(self.iteration, total):
                 garbage.iteration_starts()
                 start = time.perf_counter()
@@ -361,8 +372,6 @@ class Trainer:
                     if not self._checkpoint_due(it, total):
                         self.save_checkpoint()
                     break
-        self._display = None
-        progress.close()
         self._save_results()
         self.dist.barrier()
         return self.history

@@ -112,3 +112,33 @@ def test_off_a_terminal_bars_write_lines_to_stderr_not_carriage_returns(capsys):
     silent.close()
     err = capsys.readouterr().err
     assert "\r" not in err and err.splitlines()[-1].startswith("grpo:   0%") and "iteration 1/3: collecting" in err
+
+
+def test_learn_closes_its_display_when_an_iteration_raises(tmp_path, monkeypatch):
+    """A bar left open keeps its redraw thread drawing over whatever the user does next."""
+    pytest.importorskip("tqdm")
+    import rspo_gym.training.trainer as trainer_module
+    from rspo_gym.algos import GRPOTrainer
+
+    displays = []
+
+    class Recorded(TrainingProgress):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            displays.append(self)
+
+    monkeypatch.setattr(trainer_module, "TrainingProgress", Recorded)
+    trainer = GRPOTrainer("rspo/ALFWorld-v0", model="drrn", num_groups=1, group_size=2, max_turns=2, eval_every=0,
+                          progress=True, output_dir=str(tmp_path))
+
+    def stop(_trainer, _metrics):
+        raise RuntimeError("stopped by the callback")
+
+    try:
+        with pytest.raises(RuntimeError, match="stopped by the callback"):
+            trainer.learn(2, callback=stop)
+    finally:
+        trainer.close()
+    (display,) = displays
+    assert display.bar is not None and display._stop.is_set()  # the redraw thread has stopped
+    assert trainer._display is None  # later rollouts do not report to a closed bar
