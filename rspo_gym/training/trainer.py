@@ -752,7 +752,7 @@ class Trainer:
         )
         entropy = agg_loss(out["entropy"], mask, c.loss_agg, norm_factor=norm)
         loss = pg - c.entropy_coef * entropy
-        terms = {"pg_loss": float(pg.detach()), "entropy": float(entropy.detach()), "clipfrac": pg_metrics["clipfrac"], "approx_kl": pg_metrics["approx_kl"]}
+        terms = {"pg_loss": float(pg.detach()), "entropy": float(entropy.detach()), **pg_metrics}
         if ref_logprobs is not None:
             kl = agg_loss(kl_penalty(logp, ref_logprobs[rows, :width], c.kl_kind), mask, c.loss_agg, norm_factor=norm)
             loss = loss + c.kl_coef * kl
@@ -760,9 +760,9 @@ class Trainer:
         if old_values is not None:
             returns = estimate.returns[rows, :width].to(mask.dtype)
             values = out["values"] if self.critic is None else self.critic.forward(sub)
-            vloss, _ = value_loss(values, old_values[rows, :width], returns, mask, clip=c.value_clip, agg=c.loss_agg, norm_factor=norm)
+            vloss, v_metrics = value_loss(values, old_values[rows, :width], returns, mask, clip=c.value_clip, agg=c.loss_agg, norm_factor=norm)
             loss = loss + c.vf_coef * vloss
-            terms["value_loss"] = float(vloss.detach())
+            terms.update(value_loss=float(vloss.detach()), **v_metrics)
         terms["rollout_diff"] = (float(((logp.detach() - rollout_logp).abs() * mask).sum()), float(mask.sum()))
         terms["loss"] = loss
         return terms
