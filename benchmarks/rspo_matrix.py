@@ -43,6 +43,7 @@ curves and ``summary.json``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -108,6 +109,22 @@ class EnvPlan:
     """The start: a partial behaviour clone of the expert on (episodes, epochs); (0, 0): untrained."""
     heldout: tuple[tuple[str, int], ...] = ()
     """Held-out (split, number of tasks from task 0)."""
+    task_type: str | None = None
+    """ALFWorld: one task type for everything: training on the first ``TYPED_POOL`` train tasks of
+    it, the clone on the next ones, and held out on the tasks of it among each split's first
+    ``count`` (None: all six types, training tasks drawn by seed)."""
+
+
+TYPED_POOL = 1000
+"""Training tasks of a ``task_type`` plan (a finite pool, as the quick start's)."""
+
+
+@functools.lru_cache(maxsize=None)
+def typed_task_ids(split: str, task_type: str, count: int) -> list[int]:
+    """The first ``count`` tasks of ``task_type`` in ``split`` (fewer where the split has fewer)."""
+    from rspo_gym.quickstart import alfworld_task_ids
+
+    return alfworld_task_ids(split, task_type, count)
 
 
 @dataclass(frozen=True)
@@ -157,6 +174,8 @@ def make_trainer(env_id: str, base: str, arm: Arm, seed: int, plan: EnvPlan, out
 
     settings = dict(plan.trainer, seed=seed, dense_outcome="outcome", process_reward=arm.process_reward(env_id),
                     env_kwargs={"split": "train"} if env_id == WEBSHOP else {}, output_dir=output_dir)
+    if plan.task_type:
+        settings["train_task_ids"] = typed_task_ids("train", plan.task_type, TYPED_POOL)
     groups, size = settings.pop("num_groups"), settings.pop("group_size")
     if base == "ppo":  # PPO needs no groups: the same episodes per iteration, one per task
         groups, size = groups * size, 1
@@ -180,7 +199,9 @@ def start_policy(trainer, env_id: str, seed: int, plan: EnvPlan, cache: Path | N
     if not episodes:
         return
     path = cache / f"{env_id.split('/')[-1]}-seed{seed}.pt" if cache is not None else None
-    partial_clone(trainer.policy, env_id, episodes, epochs, seed=seed, history_length=trainer.config.history_length, cache=path)
+    task_ids = typed_task_ids("train", plan.task_type, TYPED_POOL + episodes)[TYPED_POOL:] if plan.task_type else None
+    partial_clone(trainer.policy, env_id, episodes, epochs, seed=seed, history_length=trainer.config.history_length,
+                  cache=path, task_ids=task_ids)
     if getattr(trainer, "explorer", None) is not None:
         trainer.sync_explorer()
 
@@ -198,9 +219,10 @@ def heldout(trainer, env_id: str, plan: EnvPlan, temperature: float) -> list[lis
     counted = ProcessSettings(PROCESS["misaligned"][env_id])
     rows = []
     for split, count in plan.heldout:
+        task_ids = [t for t in typed_task_ids(split, plan.task_type, count) if t < count] if plan.task_type else list(range(count))
         factory = EnvFactory(env_id, {**trainer.env_factory.kwargs, "split": split}, counted)
-        venv, _ = make_vector_env(factory, count, 1)
-        rollout = collect(trainer.policy, venv, config, task_ids=list(range(count)))
+        venv, _ = make_vector_env(factory, len(task_ids), 1)
+        rollout = collect(trainer.policy, venv, config, task_ids=task_ids)
         venv.close()
         rows += [[split, t.task_id, int(t.won), t.score, sum(t.process_events.values())] for t in rollout.trajectories]
     return rows
@@ -286,6 +308,8 @@ def _select(plan: Plan, args: argparse.Namespace) -> Plan:
     if settings or args.steps is not None:
         envs = {e: replace(p, trainer={**p.trainer, **settings}, learner_steps=args.steps or p.learner_steps)
                 for e, p in envs.items()}
+    if args.task_type:
+        envs = {e: replace(p, task_type=args.task_type) if e == ALFWORLD else p for e, p in envs.items()}
     cells = []
     for base, seeds, arms in plan.cells:
         if args.bases and base not in args.bases:
@@ -307,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", nargs="+", type=int, default=None, help="these seeds instead of each entry's")
     parser.add_argument("--lr", type=float, default=None, help="learning rate of every cell (pilots)")
     parser.add_argument("--steps", type=int, default=None, help="learner env steps per cell (pilots)")
+    parser.add_argument("--task-type", default=None, help="ALFWorld: train, clone and hold out on this task type only (pilots)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="any trainer setting of every cell, as `rspo-gym train --set` (pilots; repeatable)")
     args = parser.parse_args(argv)

@@ -18,6 +18,7 @@ episodes, a few epochs, so that the start wins some tasks and leaves room to lea
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import gymnasium as gym
@@ -33,16 +34,18 @@ __all__ = ["expert_choices", "clone", "partial_clone"]
 
 
 def expert_choices(policy: ActionScorerPolicy, env_id: str, episodes: int, *, history_length: int = 2,
-                   seed: int = 0, env_kwargs: dict | None = None) -> list[StepRow]:
+                   seed: int = 0, env_kwargs: dict | None = None, task_ids: Sequence[int] | None = None) -> list[StepRow]:
     """Rows of ``episodes`` expert episodes (reset seeds ``seed``, ``seed + 1``, ...), prompts rendered
     by the collector's ``PromptBuilder`` with ``history_length``; steps whose expert command is not
-    among the admissible choices are played but not recorded."""
+    among the admissible choices are played but not recorded. ``task_ids``: the episodes play these
+    tasks in turn (a task set of one type, say) instead of the tasks the reset seeds draw."""
     builder = PromptBuilder(template_for(env_id), history_length=history_length, think=False)
     env = gym.make(env_id, **(env_kwargs or {}))
     rows: list[StepRow] = []
     try:
         for episode in range(episodes):
-            observation, info = env.reset(seed=seed + episode)
+            options = {"task_id": task_ids[episode % len(task_ids)]} if task_ids else None
+            observation, info = env.reset(seed=seed + episode, options=options)
             history: list[tuple[str, str]] = []
             done = False
             while not done:
@@ -90,15 +93,16 @@ def clone(policy: ActionScorerPolicy, rows: list[StepRow], *, epochs: int = 2, b
 
 
 def partial_clone(policy: ActionScorerPolicy, env_id: str, episodes: int, epochs: int, *, seed: int,
-                  history_length: int, cache: Path | None = None, expert_seed: int = 900_000) -> None:
+                  history_length: int, cache: Path | None = None, expert_seed: int = 900_000,
+                  task_ids: Sequence[int] | None = None) -> None:
     """Clone ``episodes`` expert episodes (reset seeds from ``expert_seed``, far from training
-    draws) into ``policy`` for ``epochs`` epochs, shuffled by ``seed``; with ``cache`` (a file),
-    load it when it exists, else write it atomically (without the value head, which a PPO policy
-    has and another lacks)."""
+    draws; on ``task_ids`` in turn where given) into ``policy`` for ``epochs`` epochs, shuffled by
+    ``seed``; with ``cache`` (a file), load it when it exists, else write it atomically (without
+    the value head, which a PPO policy has and another lacks)."""
     if cache is not None and cache.exists():
         policy.load_state_dict(torch.load(cache, weights_only=True))
         return
-    rows = expert_choices(policy, env_id, episodes, history_length=history_length, seed=expert_seed)
+    rows = expert_choices(policy, env_id, episodes, history_length=history_length, seed=expert_seed, task_ids=task_ids)
     clone(policy, rows, epochs=epochs, learning_rate=3e-3, seed=seed)
     if cache is not None:
         cache.parent.mkdir(parents=True, exist_ok=True)

@@ -54,13 +54,35 @@ def test_a_pilot_sets_any_trainer_setting_of_every_cell_and_keeps_the_rest(monke
     monkeypatch.setattr(m, "_select", select_and_stop)
     with pytest.raises(SystemExit):
         m.main(["--preset", "pilot", "--envs", m.ALFWORLD, "--steps", "500", "--lr", "1e-3",
-                "--set", "group_size=8", "--set", "num_groups=4", "--set", "filter_groups=true"])
+                "--set", "group_size=8", "--set", "num_groups=4", "--set", "filter_groups=true",
+                "--task-type", "pick_and_place_simple"])
     (plan,) = chosen
     assert set(plan.envs) == {m.ALFWORLD}
     alfworld = plan.envs[m.ALFWORLD]
     assert alfworld.learner_steps == 500
     assert alfworld.trainer == {**m.COMMON, "learning_rate": 1e-3, "group_size": 8, "num_groups": 4, "filter_groups": True}
-    assert alfworld.clone == m.ENVS[m.ALFWORLD].clone  # only the trainer settings change
+    assert alfworld.clone == m.ENVS[m.ALFWORLD].clone  # only the trainer settings and the task type change
+    assert alfworld.task_type == "pick_and_place_simple"
+
+
+def test_a_typed_plan_trains_clones_and_holds_out_on_its_task_type_only(monkeypatch):
+    from rspo_gym.envs.alfworld.tasks import GeneratedTasks
+
+    m = _module("rspo_matrix")
+    monkeypatch.setattr(m, "TYPED_POOL", 20)  # the real pool's 1,000 take ~15 s to find
+    kind = "pick_and_place_simple"
+    plan = m.EnvPlan(100, m.COMMON, clone=(3, 1), heldout=(("valid_seen", 140),), task_type=kind)
+    trainer = m.make_trainer(m.ALFWORLD, "grpo", m.ARMS["outcome"], 0, plan)
+    try:
+        train = trainer.config.train_task_ids
+        clone = m.typed_task_ids("train", kind, m.TYPED_POOL + 3)[m.TYPED_POOL:]
+        held_out = m.typed_task_ids("valid_seen", kind, 140)
+    finally:
+        trainer.close()
+    assert len(train) == m.TYPED_POOL and len(clone) == 3 and not set(train) & set(clone)
+    train_split = GeneratedTasks("train")
+    assert {train_split.world(t).task.task_type for t in train + clone} == {kind}
+    assert len(held_out) == 35 and {GeneratedTasks("valid_seen").world(t).task.task_type for t in held_out} == {kind}
 
 
 def test_a_cell_is_held_out_along_training_at_both_temperatures():
