@@ -37,7 +37,8 @@ curves and ``summary.json``.
     python benchmarks/rspo_matrix.py --jobs 2                      # the whole matrix
     python benchmarks/rspo_matrix.py --envs rspo/ALFWorld-v0 --bases grpo --arms outcome --seeds 0 1   # a slice
     python benchmarks/rspo_matrix.py --preset pilot --lr 1e-4 --seeds 0 1                           # settings pilot
-    python benchmarks/rspo_matrix.py --preset pilot --set loss_agg=seq-mean-token-mean --out results/pilot-seqmean
+    python benchmarks/rspo_matrix.py --preset pilot --set filter_groups=true --out results/pilot-filter
+    python benchmarks/rspo_matrix.py --preset pilot --task-type pick_and_place_simple --out results/pilot-pick
 """
 
 from __future__ import annotations
