@@ -128,6 +128,13 @@ def typed_task_ids(split: str, task_type: str, count: int) -> list[int]:
     return alfworld_task_ids(split, task_type, count)
 
 
+def typed_train_tasks(plan: EnvPlan) -> tuple[list[int], list[int]]:
+    """A ``task_type`` plan's training pool and, after it, the clone's tasks: one scan of the
+    train split (~15 s for 1,000 tasks) serves both."""
+    ids = typed_task_ids("train", plan.task_type, TYPED_POOL + plan.clone[0])
+    return ids[:TYPED_POOL], ids[TYPED_POOL:]
+
+
 @dataclass(frozen=True)
 class Plan:
     """The whole matrix."""
@@ -176,7 +183,7 @@ def make_trainer(env_id: str, base: str, arm: Arm, seed: int, plan: EnvPlan, out
     settings = dict(plan.trainer, seed=seed, dense_outcome="outcome", process_reward=arm.process_reward(env_id),
                     env_kwargs={"split": "train"} if env_id == WEBSHOP else {}, output_dir=output_dir)
     if plan.task_type:
-        settings["train_task_ids"] = typed_task_ids("train", plan.task_type, TYPED_POOL)
+        settings["train_task_ids"] = typed_train_tasks(plan)[0]
     groups, size = settings.pop("num_groups"), settings.pop("group_size")
     if base == "ppo":  # PPO needs no groups: the same episodes per iteration, one per task
         groups, size = groups * size, 1
@@ -200,7 +207,7 @@ def start_policy(trainer, env_id: str, seed: int, plan: EnvPlan, cache: Path | N
     if not episodes:
         return
     path = cache / f"{env_id.split('/')[-1]}-seed{seed}.pt" if cache is not None else None
-    task_ids = typed_task_ids("train", plan.task_type, TYPED_POOL + episodes)[TYPED_POOL:] if plan.task_type else None
+    task_ids = typed_train_tasks(plan)[1] if plan.task_type else None
     partial_clone(trainer.policy, env_id, episodes, epochs, seed=seed, history_length=trainer.config.history_length,
                   cache=path, task_ids=task_ids)
     if getattr(trainer, "explorer", None) is not None:
