@@ -110,6 +110,9 @@ class EnvPlan:
     """The start: a partial behaviour clone of the expert on (episodes, epochs); (0, 0): untrained."""
     heldout: tuple[tuple[str, int], ...] = ()
     """Held-out (split, number of tasks from task 0)."""
+    heldout_episodes: int = 1
+    """Episodes per held-out task, averaged into the task's row: at T = 1.0 one episode's win is a
+    coin flip, and more episodes shrink that noise in every interval and paired difference."""
     task_type: str | None = None
     """ALFWorld: one task type for everything: training on the first ``TYPED_POOL`` train tasks of
     it, the clone on the next ones, and held out on the tasks of it among each split's first
@@ -212,13 +215,15 @@ def start_policy(trainer, env_id: str, seed: int, plan: EnvPlan, cache: Path | N
                   cache=path, task_ids=task_ids)
     if getattr(trainer, "explorer", None) is not None:
         trainer.sync_explorer()
+    trainer.reset_reference()  # a KL reference (kl_coef > 0) anchors the start, not the untrained policy
 
 
 def heldout(trainer, env_id: str, plan: EnvPlan, temperature: float) -> list[list]:
-    """``[split, task id, won, score, events]`` for every held-out task, one episode each at
-    ``temperature`` with the trainer's fixed evaluation seed (every cell plays the same streams).
-    ``events`` counts what the misaligned reward would pay in the episode, whatever the cell
-    trained on, so every arm's farming is measured the same way."""
+    """``[split, task id, won, score, events]`` for every held-out task, in task order: the means
+    over its ``plan.heldout_episodes`` episodes at ``temperature`` with the trainer's fixed
+    evaluation seed (every cell plays the same streams). ``events`` counts what the misaligned
+    reward would pay in the episode, whatever the cell trained on, so every arm's farming is
+    measured the same way."""
     from rspo_gym.training.envs import EnvFactory, ProcessSettings, make_vector_env
     from rspo_gym.rollout.collector import collect
 
@@ -229,10 +234,14 @@ def heldout(trainer, env_id: str, plan: EnvPlan, temperature: float) -> list[lis
     for split, count in plan.heldout:
         task_ids = [t for t in typed_task_ids(split, plan.task_type, count) if t < count] if plan.task_type else list(range(count))
         factory = EnvFactory(env_id, {**trainer.env_factory.kwargs, "split": split}, counted)
-        venv, _ = make_vector_env(factory, len(task_ids), 1)
-        rollout = collect(trainer.policy, venv, config, task_ids=task_ids)
+        played = task_ids * plan.heldout_episodes
+        venv, _ = make_vector_env(factory, len(played), 1)
+        rollout = collect(trainer.policy, venv, config, task_ids=played)
         venv.close()
-        rows += [[split, t.task_id, int(t.won), t.score, sum(t.process_events.values())] for t in rollout.trajectories]
+        episodes: dict[int, list[tuple[float, float, float]]] = {t: [] for t in task_ids}
+        for t in rollout.trajectories:
+            episodes[t.task_id].append((float(t.won), t.score, sum(t.process_events.values())))
+        rows += [[split, task, *(sum(column) / len(column) for column in zip(*episodes[task]))] for task in task_ids]
     return rows
 
 
@@ -316,6 +325,8 @@ def _select(plan: Plan, args: argparse.Namespace) -> Plan:
     if settings or args.steps is not None:
         envs = {e: replace(p, trainer={**p.trainer, **settings}, learner_steps=args.steps or p.learner_steps)
                 for e, p in envs.items()}
+    if args.heldout_episodes is not None:
+        envs = {e: replace(p, heldout_episodes=args.heldout_episodes) for e, p in envs.items()}
     if args.task_type:
         envs = {e: replace(p, task_type=args.task_type) if e == ALFWORLD else p for e, p in envs.items()}
     cells = []
@@ -340,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, default=None, help="learning rate of every cell (pilots)")
     parser.add_argument("--steps", type=int, default=None, help="learner env steps per cell (pilots)")
     parser.add_argument("--task-type", default=None, help="ALFWorld: train, clone and hold out on this task type only (pilots)")
+    parser.add_argument("--heldout-episodes", type=int, default=None, help="episodes per held-out task, averaged (pilots)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="any trainer setting of every cell, as `rspo-gym train --set` (pilots; repeatable)")
     args = parser.parse_args(argv)

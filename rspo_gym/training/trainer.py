@@ -1104,6 +1104,21 @@ class Trainer:
             model.to("cpu")
         return frozen
 
+    def reset_reference(self) -> None:
+        """Take the KL reference again, from the policy as it is now (no-op without one).
+
+        The reference is taken when the trainer is built, before an engine shards the policy, so
+        weights loaded into ``trainer.policy`` afterwards (a warm start such as
+        ``partial_clone(trainer.policy, ...)``) would leave the KL anchored to the weights before
+        them. Under a sharding engine (FSDP, DeepSpeed) load the weights through ``model=``
+        instead: a sharded policy cannot be copied whole here.
+        """
+        if self.reference is None:
+            return
+        if self.dist.shards_state and self.policy.adapter is None:
+            raise RuntimeError("reset_reference: the policy is sharded by the engine; pass the warm start as model= instead")
+        self.reference = self._make_reference(self.policy)
+
     def close(self) -> None:
         """Close the envs and the logger and, under a launcher, leave the job's process group
         (every rank calls it; the trainer cannot train after it)."""

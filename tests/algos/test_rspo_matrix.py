@@ -55,7 +55,7 @@ def test_a_pilot_sets_any_trainer_setting_of_every_cell_and_keeps_the_rest(monke
     with pytest.raises(SystemExit):
         m.main(["--preset", "pilot", "--envs", m.ALFWORLD, "--steps", "500", "--lr", "1e-3",
                 "--set", "group_size=8", "--set", "num_groups=4", "--set", "filter_groups=true",
-                "--task-type", "pick_and_place_simple"])
+                "--task-type", "pick_and_place_simple", "--heldout-episodes", "4"])
     (plan,) = chosen
     assert set(plan.envs) == {m.ALFWORLD}
     alfworld = plan.envs[m.ALFWORLD]
@@ -63,6 +63,7 @@ def test_a_pilot_sets_any_trainer_setting_of_every_cell_and_keeps_the_rest(monke
     assert alfworld.trainer == {**m.COMMON, "learning_rate": 1e-3, "group_size": 8, "num_groups": 4, "filter_groups": True}
     assert alfworld.clone == m.ENVS[m.ALFWORLD].clone  # only the trainer settings and the task type change
     assert alfworld.task_type == "pick_and_place_simple"
+    assert alfworld.heldout_episodes == 4 and m.ENVS[m.ALFWORLD].heldout_episodes == 1
 
 
 def test_a_typed_plan_trains_clones_and_holds_out_on_its_task_type_only(monkeypatch):
@@ -97,6 +98,33 @@ def test_a_cell_is_held_out_along_training_at_both_temperatures():
     assert len(final) == 1 and final[0]["learner_steps"] >= budget
     assert [row[:2] for row in final[0]["per_task"]] == [["test", 0], ["test", 1], ["test", 2]]
     assert cell["train_curve"][-1][0] == cell["learner_steps"] == cell["total_steps"]
+
+
+def test_held_out_episodes_are_averaged_per_task_in_task_order(monkeypatch):
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    import rspo_gym.rollout.collector as collector
+
+    m = _module("rspo_matrix")
+    plan = replace(m.PLANS["micro"].envs[m.WEBSHOP], heldout=(("test", 3),), heldout_episodes=2)
+    played = []
+
+    def finished_out_of_order(policy, venv, config, task_ids):
+        played.append(list(task_ids))
+        episodes = [(2, 1, 0.5, {"search": 3}), (0, 0, 0.2, {}), (1, 0, 0.0, {"open": 1}),
+                    (2, 0, 0.3, {"search": 1, "price": 1}), (0, 1, 1.0, {"search": 1}), (1, 0, 0.1, {})]
+        return SimpleNamespace(trajectories=[SimpleNamespace(task_id=t, won=w, score=sc, process_events=ev)
+                                             for t, w, sc, ev in episodes])
+
+    monkeypatch.setattr(collector, "collect", finished_out_of_order)
+    trainer = m.make_trainer(m.WEBSHOP, "grpo", m.ARMS["outcome"], 0, plan)
+    try:
+        rows = m.heldout(trainer, m.WEBSHOP, plan, 1.0)
+    finally:
+        trainer.close()
+    assert played == [[0, 1, 2, 0, 1, 2]]  # every task twice, in one rollout
+    assert rows == [["test", 0, 0.5, 0.6, 0.5], ["test", 1, 0.0, 0.05, 0.5], ["test", 2, 0.5, 0.4, 2.5]]
 
 
 def _cell(env, base, arm, seed, wins, kind, process):

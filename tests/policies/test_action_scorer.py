@@ -139,6 +139,22 @@ def test_a_kl_reference_is_a_frozen_copy_that_stays_put(tmp_path):
     trainer.close()
 
 
+def test_reset_reference_anchors_the_kl_at_weights_loaded_after_the_trainer_was_built(tmp_path):
+    trainer = GRPOTrainer("rspo/ALFWorld-v0", model="drrn", kl_coef=0.1, output_dir=str(tmp_path), **SMALL)
+    with torch.no_grad():  # a warm start loaded by hand, as partial_clone(trainer.policy, ...) does
+        for parameter in trainer.policy.parameters():
+            parameter.add_(0.5)
+    assert not all(torch.equal(a, b) for a, b in zip(_weights(trainer.policy), _weights(trainer.reference)))
+    trainer.reset_reference()
+    assert all(torch.equal(a, b) for a, b in zip(_weights(trainer.policy), _weights(trainer.reference)))
+    assert all(not p.requires_grad for p in trainer.reference.parameters())
+    trainer.close()
+    without = GRPOTrainer("rspo/ALFWorld-v0", model="drrn", output_dir=str(tmp_path / "none"), **SMALL)
+    without.reset_reference()  # kl_coef 0: nothing to anchor
+    assert without.reference is None
+    without.close()
+
+
 def _padded_commands(registry, ids):
     """Commands' hashed ids as 0-padded rows, from the registry's own token lists."""
     tokens = [registry.tokens[i] for i in ids.tolist()]
