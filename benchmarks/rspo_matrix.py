@@ -105,7 +105,7 @@ class EnvPlan:
     learner_steps: int
     """Env steps of the learner per cell (the explorer's come on top)."""
     trainer: dict = field(default_factory=dict)
-    """Trainer settings of every cell (per base: ``base_trainer``)."""
+    """Trainer settings of every cell (a base's own in ``bases``)."""
     clone: tuple[int, int] = (0, 0)
     """The start: a partial behaviour clone of the expert on (episodes, epochs); (0, 0): untrained."""
     heldout: tuple[tuple[str, int], ...] = ()
@@ -117,6 +117,30 @@ class EnvPlan:
     """ALFWorld: one task type for everything: training on the first ``TYPED_POOL`` train tasks of
     it, the clone on the next ones, and held out on the tasks of it among each split's first
     ``count`` (None: all six types, training tasks drawn by seed)."""
+    bases: dict = field(default_factory=dict)
+    """Per base, the fields it sets otherwise (``trainer`` merged into the plan's), e.g. a
+    learning rate and budget its own pilot chose; a base without an entry uses the plan as is."""
+
+    def for_base(self, base: str) -> "EnvPlan":
+        """The plan ``base``'s cells train and are measured under."""
+        own = dict(self.bases.get(base, {}))
+        return replace(self, **{**own, "trainer": {**self.trainer, **own.get("trainer", {})}}, bases={})
+
+    def overridden(self, trainer: dict | None = None, **fields) -> "EnvPlan":
+        """These trainer settings and fields for every base (a pilot's): a base's own value of
+        any of them gives way."""
+        trainer = trainer or {}
+
+        def without(own: dict) -> dict:
+            kept = {k: v for k, v in own.items() if k not in fields}
+            return {**kept, "trainer": {k: v for k, v in own.get("trainer", {}).items() if k not in trainer}}
+
+        return replace(self, trainer={**self.trainer, **trainer}, **fields, bases={b: without(own) for b, own in self.bases.items()})
+
+    @property
+    def episode_counts(self) -> list[int]:
+        """Every base's held-out episodes per task: the starts are measured at each."""
+        return sorted({self.heldout_episodes, *(own.get("heldout_episodes", self.heldout_episodes) for own in self.bases.values())})
 
 
 TYPED_POOL = 1000
@@ -163,8 +187,13 @@ class Plan:
 COMMON = {"model": "drrn", "num_groups": 8, "group_size": 4, "history_length": 2, "mini_batch_size": 64,
           "micro_batch_size": 64, "learning_rate": 3e-4, "eval_every": 0, "checkpoint_every": 0, "progress": False,
           "max_turns": None}
+GRPO_ALFWORLD = {"learner_steps": 128_000, "trainer": {"learning_rate": 1e-4}, "heldout_episodes": 4}
+"""GRPO's own ALFWorld settings, from its second pilot (docs/results_fast.md): at lr 3e-4 and 64k
+steps the outcome arm ended +0.011 [-0.020, 0.043] over its start; at 1e-4 and 128k it rose on
+every pilot seed, and 4 held-out episodes per task keep the evaluation's coin flips from hiding it."""
 ENVS = {
-    ALFWORLD: EnvPlan(64_000, COMMON, clone=(200, 10), heldout=(("valid_seen", 140), ("valid_unseen", 134))),
+    ALFWORLD: EnvPlan(64_000, COMMON, clone=(200, 10), heldout=(("valid_seen", 140), ("valid_unseen", 134)),
+                      bases={"grpo": GRPO_ALFWORLD}),
     WEBSHOP: EnvPlan(24_000, COMMON, heldout=(("test", 200),)),
 }
 PLANS = {
@@ -248,7 +277,7 @@ def heldout(trainer, env_id: str, plan: EnvPlan, temperature: float) -> list[lis
 def _evaluation(trainer, env_id: str, plan: EnvPlan, temperature: float, learner: int, total: int) -> dict:
     per_task = heldout(trainer, env_id, plan, temperature)
     n = len(per_task)
-    return {"learner_steps": learner, "total_steps": total, "temperature": temperature,
+    return {"learner_steps": learner, "total_steps": total, "temperature": temperature, "episodes": plan.heldout_episodes,
             "success": sum(r[2] for r in per_task) / n, "score": sum(r[3] for r in per_task) / n, "per_task": per_task}
 
 
@@ -259,7 +288,7 @@ def run_cell(env_id: str, base: str, arm_name: str, seed: int, plan: Plan, cache
     import torch
 
     torch.set_num_threads(1)
-    arm, env_plan = ARMS[arm_name], plan.envs[env_id]
+    arm, env_plan = ARMS[arm_name], plan.envs[env_id].for_base(base)
     started = time.perf_counter()
     budget = env_plan.learner_steps
     points = [round(f * budget) for f in plan.fractions]
@@ -290,15 +319,18 @@ def run_cell(env_id: str, base: str, arm_name: str, seed: int, plan: Plan, cache
             "seconds": time.perf_counter() - started, "peak_rss_mb": peak_rss_mb()}
 
 
-def evaluate_start(env_id: str, seed: int, plan: Plan, cache: Path | None = None) -> dict:
-    """The seed's starting policy, held out as the cells are (both temperatures)."""
+def evaluate_start(env_id: str, seed: int, plan: Plan, cache: Path | None = None, episode_counts: tuple[int, ...] = (1,)) -> dict:
+    """The seed's starting policy, held out as the cells are (both temperatures), at each of
+    ``episode_counts`` episodes per task (the bases' own, ``EnvPlan.episode_counts``). The start
+    is the env plan's: a base's own settings are training settings, not a different start."""
     import torch
 
     torch.set_num_threads(1)
     env_plan = plan.envs[env_id]
     trainer = make_trainer(env_id, "grpo", ARMS["outcome"], seed, env_plan)
     start_policy(trainer, env_id, seed, env_plan, cache)
-    evals = [_evaluation(trainer, env_id, env_plan, t, 0, 0) for t in (plan.curve_temperature, plan.final_temperature)]
+    evals = [_evaluation(trainer, env_id, replace(env_plan, heldout_episodes=k), t, 0, 0)
+             for k in episode_counts for t in (plan.curve_temperature, plan.final_temperature)]
     trainer.close()
     return {"env": env_id, "base": "start", "arm": "start", "kind": "start", "process_reward": None, "seed": seed, "evals": evals}
 
@@ -309,6 +341,12 @@ def cell_path(out: Path, env_id: str, base: str, arm: str, seed: int) -> Path:
 
 def start_path(out: Path, env_id: str, seed: int) -> Path:
     return out / "starts" / f"{env_id.split('/')[-1]}-seed{seed}.json"
+
+
+def start_episode_counts(out: Path, env_id: str, seed: int) -> set[int]:
+    """The episodes per task the seed's start has been measured at (none: not yet)."""
+    path = start_path(out, env_id, seed)
+    return {e.get("episodes", 1) for e in json.loads(path.read_text())["evals"]} if path.exists() else set()
 
 
 def load_results(out: Path) -> tuple[list[dict], list[dict]]:
@@ -322,11 +360,10 @@ def load_results(out: Path) -> tuple[list[dict], list[dict]]:
 def _select(plan: Plan, args: argparse.Namespace) -> Plan:
     envs = {e: p for e, p in plan.envs.items() if not args.envs or e in args.envs}
     settings = {**({"learning_rate": args.lr} if args.lr is not None else {}), **_config_overrides(args.set)}
-    if settings or args.steps is not None:
-        envs = {e: replace(p, trainer={**p.trainer, **settings}, learner_steps=args.steps or p.learner_steps)
-                for e, p in envs.items()}
-    if args.heldout_episodes is not None:
-        envs = {e: replace(p, heldout_episodes=args.heldout_episodes) for e, p in envs.items()}
+    fields = {**({"learner_steps": args.steps} if args.steps is not None else {}),
+              **({"heldout_episodes": args.heldout_episodes} if args.heldout_episodes is not None else {})}
+    if settings or fields:
+        envs = {e: p.overridden(settings, **fields) for e, p in envs.items()}
     if args.task_type:
         envs = {e: replace(p, task_type=args.task_type) if e == ALFWORLD else p for e, p in envs.items()}
     cells = []
@@ -360,17 +397,20 @@ def main(argv: list[str] | None = None) -> int:
     for folder in ("cells", "starts", "clones"):
         (out / folder).mkdir(parents=True, exist_ok=True)
     seeds = sorted({s for _, seeds, _ in plan.cells for s in seeds})
-    starts = [(e, s) for e in plan.envs for s in seeds if not start_path(out, e, s).exists()]
+    starts = [(e, s, missing) for e in plan.envs for s in seeds
+              if (missing := tuple(k for k in plan.envs[e].episode_counts if k not in start_episode_counts(out, e, s)))]
     todo = [key for key in plan.todo() if not cell_path(out, *key).exists()]  # resumable
     print(f"{len(starts)} starts and {len(todo)} cells to run ({len(plan.todo())} in the plan) in {out}", flush=True)
     def keep(key: tuple, result: dict, done: int, total: int) -> None:
         kind, key = key
+        if kind == "start" and start_path(out, *key).exists():  # measured before at other episode counts
+            result = {**result, "evals": json.loads(start_path(out, *key).read_text())["evals"] + result["evals"]}
         write_json(start_path(out, *key) if kind == "start" else cell_path(out, *key), result)
         final = [e for e in result["evals"] if e["temperature"] == plan.curve_temperature][-1]
         print(f"[{done}/{total}] {kind} {' '.join(map(str, key))}: held-out success {final['success']:.3f} "
               f"score {final['score']:.3f}" + (f" ({result['seconds']:.0f} s)" if kind == "cell" else ""), flush=True)
 
-    jobs = [(("start", (e, s)), evaluate_start, (e, s, plan, out / "clones")) for e, s in starts]
+    jobs = [(("start", (e, s)), evaluate_start, (e, s, plan, out / "clones", missing)) for e, s, missing in starts]
     jobs += [(("cell", key), run_cell, (*key, plan, out / "clones")) for key in todo]
     failed = run_fresh(jobs, args.jobs, keep)
     if failed:

@@ -57,10 +57,12 @@ def metrics_of(env: str) -> tuple[str, ...]:
     return ("success", "score") if "webshop" in env.lower() else ("success",)
 
 
-def _point(record: dict, temperature: float, steps: int | None, *, total: bool = False) -> dict | None:
+def _point(record: dict, temperature: float, steps: int | None, *, total: bool = False, episodes: int | None = None) -> dict | None:
     """The evaluation of ``record`` at ``temperature`` at learner ``steps`` (None: its last); with
-    ``total``, the one whose total env steps are closest to ``steps``."""
-    evals = [e for e in record["evals"] if e["temperature"] == temperature]
+    ``total``, the one whose total env steps are closest to ``steps``; with ``episodes``, only
+    those measured at that many episodes per task (a start measured for several bases)."""
+    evals = [e for e in record["evals"] if e["temperature"] == temperature
+             and (episodes is None or e.get("episodes", 1) == episodes)]
     if total and evals and steps is not None:
         return min(evals, key=lambda e: abs(e["total_steps"] - steps))
     if steps is not None:
@@ -76,11 +78,19 @@ def _vector(evaluation: dict, metric: str) -> list[float]:
 class Matrix:
     """Per (env, base, arm): each seed's record, with the start of that seed as arm ``start``."""
 
-    def __init__(self, cells: list[dict], starts: list[dict]) -> None:
+    def __init__(self, cells: list[dict], starts: list[dict], plan) -> None:
         self.records: dict[tuple[str, str, str], dict[int, dict]] = {}
         for c in cells:
             self.records.setdefault((c["env"], c["base"], c["arm"]), {})[c["seed"]] = c
         self.starts = {(s["env"], s["seed"]): s for s in starts}
+        self.plan = plan
+
+    def budget(self, env: str, base: str) -> int:
+        return self.plan.envs[env].for_base(base).learner_steps
+
+    def episodes(self, env: str, base: str) -> int:
+        """The held-out episodes per task of ``base``'s cells: its start is read at the same."""
+        return self.plan.envs[env].for_base(base).heldout_episodes
 
     def seeds(self, env: str, base: str, arm: str) -> list[int]:
         if arm == "start":
@@ -94,7 +104,8 @@ class Matrix:
                steps: int | None, *, total: bool = False) -> list[list[float]] | None:
         out = []
         for seed in seeds:
-            point = _point(self.record(env, base, arm, seed), temperature, None if arm == "start" else steps, total=total)
+            point = _point(self.record(env, base, arm, seed), temperature, None if arm == "start" else steps, total=total,
+                           episodes=self.episodes(env, base) if arm == "start" else None)
             if point is None:
                 return None
             out.append(_vector(point, metric))
@@ -104,7 +115,7 @@ class Matrix:
         """Per seed and task: the area under the held-out curve over [0, budget] / budget."""
         out = []
         for seed in seeds:
-            start = _vector(_point(self.starts[(env, seed)], temperature, None), metric)
+            start = _vector(_point(self.starts[(env, seed)], temperature, None, episodes=self.episodes(env, base)), metric)
             points = [(0, np.asarray(start))]
             for e in self.record(env, base, arm, seed)["evals"]:
                 if e["temperature"] == temperature and e["learner_steps"] <= budget * 1.05:
@@ -133,9 +144,9 @@ def view(m: Matrix, plan, view_name: str) -> tuple[list[dict], list[dict]]:
     envs = _envs(m, plan)
     temperature = plan.final_temperature if view_name == "final_t04" else plan.curve_temperature
     rows, diffs = [], []
-    for env, env_plan in envs.items():
-        budget = env_plan.learner_steps
+    for env in envs:
         for base in BASES:
+            budget = m.budget(env, base)
             arms = ["start"] + [a for a in ARMS if m.seeds(env, base, a)]
             if len(arms) == 1:
                 continue
@@ -177,13 +188,13 @@ def farming(m: Matrix, plan) -> list[dict]:
     """Misaligned events per held-out episode at the budget's end (T = 1.0), mean and interval, per arm."""
     envs = _envs(m, plan)
     out = []
-    for env, env_plan in envs.items():
+    for env in envs:
         for base in BASES:
             for arm in ["start"] + list(ARMS):
                 seeds = m.seeds(env, base, arm)
                 if not seeds or (arm == "start" and not any(m.seeds(env, base, a) for a in ARMS)):
                     continue
-                values = m.matrix(env, base, arm, seeds, "events", plan.curve_temperature, env_plan.learner_steps)
+                values = m.matrix(env, base, arm, seeds, "events", plan.curve_temperature, m.budget(env, base))
                 if values:
                     mean, low, high = bootstrap_mean_ci(values)
                     out.append({"env": env, "base": base, "name": arm, "seeds": len(seeds), "mean": mean, "ci_low": low, "ci_high": high})
@@ -238,7 +249,7 @@ def plot(m: Matrix, plan, out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    for env, env_plan in _envs(m, plan).items():
+    for env in _envs(m, plan):
         bases = [b for b in BASES if any(m.seeds(env, b, a) for a in ARMS)]
         if not bases:
             continue
@@ -250,7 +261,7 @@ def plot(m: Matrix, plan, out: Path) -> None:
                 steps = sorted({e["learner_steps"] for s in seeds for e in m.record(env, base, arm, s)["evals"]
                                 if e["temperature"] == plan.curve_temperature})
                 xs, means, lows, highs = [0], *[[v] for v in bootstrap_mean_ci(starts)]
-                targets = [round(f * env_plan.learner_steps) for f in plan.fractions]
+                targets = [round(f * m.budget(env, base)) for f in plan.fractions]
                 for target in targets:
                     values = m.matrix(env, base, arm, seeds, "success", plan.curve_temperature, target)
                     if values is None or not steps:
@@ -260,7 +271,7 @@ def plot(m: Matrix, plan, out: Path) -> None:
                 style = "--" if arm.startswith("dense") else ":" if "sync" in arm else "-"
                 ax.plot(xs, means, style, color=f"C{k}", label=arm, marker="o", markersize=3)
                 ax.fill_between(xs, lows, highs, color=f"C{k}", alpha=0.12)
-            ax.axvline(env_plan.learner_steps, color="grey", linewidth=0.6)
+            ax.axvline(m.budget(env, base), color="grey", linewidth=0.6)
             ax.set_title(f"{base} ({len(m.seeds(env, base, 'outcome'))} seeds)")
             ax.set_xlabel("learner env steps")
         axes[0][0].set_ylabel("held-out success, T = 1.0 (95 % band)")
@@ -281,11 +292,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     plan = PLANS[args.preset]
     if args.steps is not None:
-        plan = replace(plan, envs={e: replace(p, learner_steps=args.steps) for e, p in plan.envs.items()})
+        plan = replace(plan, envs={e: p.overridden(learner_steps=args.steps) for e, p in plan.envs.items()})
     out = args.out or args.results
     out.mkdir(parents=True, exist_ok=True)
     cells, starts = load_results(args.results)
-    m = Matrix(cells, starts)
+    m = Matrix(cells, starts, plan)
     views = {name: view(m, plan, name) for name in ("final", "final_t04", "equal_total", "auc")}
     farmed = farming(m, plan)
     rows, diffs = _public(*views["final"])

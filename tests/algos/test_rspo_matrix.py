@@ -200,3 +200,60 @@ def test_the_report_reads_final_at_the_budget_a_run_was_given(tmp_path, steps, e
                   + (["--steps", str(steps)] if steps else []))
     rows = json.loads((tmp_path / "docs" / "summary.json").read_text())["rows"]
     assert [r["mean"] for r in rows if r["arm"] == "outcome"] == [pytest.approx(expected)]
+
+
+def test_a_base_with_its_own_budget_and_episodes_is_read_at_them_against_its_start_measured_alike(tmp_path):
+    m = _module("rspo_matrix")
+    report = _module("rspo_matrix_report")
+    env = m.ALFWORLD
+    out = _results_folder(tmp_path, env, [0], 2)  # the start lost both tasks at one episode each ...
+    start_path = out / "starts" / "0.json"
+    start = json.loads(start_path.read_text())
+    start["evals"] += [{"learner_steps": 0, "temperature": t, "episodes": 2, "per_task": [["valid_seen", k, 0.5, 0.5, 0] for k in range(2)]}
+                       for t in (1.0, 0.4)]  # ... and won half of them at two
+    start_path.write_text(json.dumps(start))
+    cell = _cell(env, "grpo", "outcome", 0, [1, 0], "outcome", None)
+    for evaluation in cell["evals"]:  # lost everything at 30 steps (the env's budget), won half at its own 100
+        evaluation["episodes"] = 2
+        if evaluation["learner_steps"] == 30:
+            evaluation["per_task"] = [["valid_seen", k, 0, 0.0, 0] for k in range(2)]
+    (out / "cells" / "outcome-0.json").write_text(json.dumps(cell))
+    plan = m.Plan({env: m.EnvPlan(30, bases={"grpo": {"learner_steps": 100, "heldout_episodes": 2}})}, (("grpo", (0,), ("outcome",)),))
+    _report_under(report, "matrix", plan, [str(out), "--out", str(tmp_path / "docs")])
+    summary = json.loads((tmp_path / "docs" / "summary.json").read_text())
+    assert {r["arm"]: r["mean"] for r in summary["rows"]} == {"start": pytest.approx(0.5), "outcome": pytest.approx(0.5)}
+    (d,) = summary["differences"]
+    assert d["mean"] == pytest.approx(0.0)
+
+
+def test_grpo_has_its_own_alfworld_settings_and_a_pilot_overrides_them():
+    m = _module("rspo_matrix")
+    alfworld = m.PLANS["matrix"].envs[m.ALFWORLD]
+    grpo, ppo = alfworld.for_base("grpo"), alfworld.for_base("ppo")
+    assert (grpo.learner_steps, grpo.trainer["learning_rate"], grpo.heldout_episodes) == (128_000, 1e-4, 4)
+    assert (ppo.learner_steps, ppo.trainer["learning_rate"], ppo.heldout_episodes) == (64_000, 3e-4, 1)
+    assert grpo.trainer == {**m.COMMON, "learning_rate": 1e-4} and grpo.clone == ppo.clone and not grpo.bases
+    assert alfworld.episode_counts == [1, 4]
+    piloted = alfworld.overridden({"learning_rate": 1e-3}, learner_steps=500)
+    assert (piloted.for_base("grpo").learner_steps, piloted.for_base("grpo").trainer["learning_rate"]) == (500, 1e-3)
+    assert piloted.for_base("grpo").heldout_episodes == 4  # what the pilot did not set stays the base's own
+
+
+def test_a_start_measured_at_one_episode_count_is_measured_at_the_missing_ones_only(tmp_path, monkeypatch):
+    m = _module("rspo_matrix")
+    out = tmp_path / "results"
+    (out / "starts").mkdir(parents=True)
+    m.write_json(m.start_path(out, m.ALFWORLD, 0), {"env": m.ALFWORLD, "seed": 0, "evals": [{"temperature": 1.0, "per_task": []}]})
+    scheduled = []
+
+    def capture(jobs, workers, keep):
+        scheduled.extend((key, args) for key, _, args in jobs)
+        keep(("start", (m.ALFWORLD, 0)), {"env": m.ALFWORLD, "seed": 0, "evals": [{"temperature": 1.0, "episodes": 4, "success": 0.5,
+                                                                                   "score": 0.5, "per_task": []}]}, 1, 1)
+        return 0
+
+    monkeypatch.setattr(m, "run_fresh", capture)
+    m.main(["--envs", m.ALFWORLD, "--bases", "grpo", "--arms", "outcome", "--seeds", "0", "--out", str(out)])
+    starts = [(key, args) for key, args in scheduled if key[0] == "start"]
+    assert [(key, args[-1]) for key, args in starts] == [(("start", (m.ALFWORLD, 0)), (4,))]
+    assert m.start_episode_counts(out, m.ALFWORLD, 0) == {1, 4}
