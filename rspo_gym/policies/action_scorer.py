@@ -274,8 +274,7 @@ class CommandRegistry:
 
     def ids(self, texts: Sequence[str]) -> list[int]:
         """``[id(t) for t in texts]``, with the common case (every command known) in one pass."""
-        known = self._ids
-        found = [known.get(text) for text in texts]
+        found = list(map(self._ids.get, texts))
         return found if None not in found else [self.id(text) for text in texts]
 
     def _store(self, index: int, tokens: list[int]) -> None:
@@ -324,9 +323,10 @@ def section_bags(rows: np.ndarray, ids: np.ndarray, num_rows: int, buckets: int)
     ``HashingTokenizer``) with the prompt row of each (rows ascending, each row's ids in order):
     bag ``row * SECTIONS + section``. A stable sort keeps each bag's ids in prompt order, so a
     prompt's means come out the same in any batch (its rollout and its update)."""
-    bags = rows * SECTIONS + ids // buckets
+    section, hashed = np.divmod(ids, buckets)
+    bags = rows * SECTIONS + section
     order = np.argsort(bags, kind="stable")
-    return _bags(ids[order] % buckets, bags[order], np.bincount(bags, minlength=num_rows * SECTIONS))
+    return _bags(hashed[order], bags[order], np.bincount(bags, minlength=num_rows * SECTIONS))
 
 
 def padded_section_bags(prompts: torch.Tensor, buckets: int) -> Bags:
@@ -357,9 +357,26 @@ class Choices(NamedTuple):
 
 def choices_of(rows: np.ndarray, columns: np.ndarray, command_ids: np.ndarray, shape: tuple[int, int]) -> Choices:
     """``Choices`` of pairs given row by row (``rows`` ascending) with their registry command ids."""
-    distinct, local = np.unique(command_ids, return_inverse=True)
+    distinct, local = distinct_ids(command_ids)
     cells = rows * shape[1] + columns
-    return Choices(torch.from_numpy(rows), torch.from_numpy(local.reshape(-1)), torch.from_numpy(cells), distinct, shape)
+    return Choices(torch.from_numpy(rows), torch.from_numpy(local), torch.from_numpy(cells), distinct, shape)
+
+
+def distinct_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``numpy.unique(ids, return_inverse=True)`` of non-negative ids (registry ids), flattened.
+
+    Registry ids are small dense integers, so marking the ids present in a table as long as the
+    largest id and ranking them with a running count gives the same answer without sorting:
+    ~4x faster on a turn's or a micro-batch's choices, where sorting them was a tenth of the
+    bag building. Ids spread far beyond their count go through ``numpy.unique``."""
+    top = int(ids.max()) + 1 if len(ids) else 0
+    if top > 16 * len(ids) + 65_536:
+        distinct, local = np.unique(ids, return_inverse=True)
+        return distinct, local.reshape(-1)
+    present = np.zeros(top, dtype=bool)
+    present[ids] = True
+    rank = np.cumsum(present) - 1
+    return np.flatnonzero(present), rank[ids]
 
 
 def padded_choices(choices: torch.Tensor) -> Choices:
@@ -385,6 +402,15 @@ def _sigmoid_tanh(x: torch.Tensor) -> torch.Tensor:
     return torch.sigmoid(x * 2).mul_(2).sub_(1)
 
 
+_MEAN = 1  # torch.embedding_bag's mode code of "mean"
+
+
+def _blocks(first_w: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The ``W_s``, ``W_a``, ``W_sa`` column blocks of the first scorer layer, as views (slicing is
+    a fraction of ``Tensor.split``'s Python-side cost)."""
+    return first_w[:, :width], first_w[:, width:2 * width], first_w[:, 2 * width:]
+
+
 class _Scores(torch.autograd.Function):
     """``ActionScorer.scores`` as one autograd node, its backward the chain rule written out.
 
@@ -404,13 +430,13 @@ class _Scores(torch.autograd.Function):
     def forward(ctx, embed, state_w, state_b, command_w, command_b, first_w, first_b, last_w, last_b,  # type: ignore[override]
                 bags: Bags, split: int, choices: Choices):
         ids, bag, counts = torch.from_numpy(bags.ids), torch.from_numpy(bags.bags), torch.from_numpy(bags.counts)
-        means = nn.functional.embedding_bag(ids, embed, torch.from_numpy(bags.offsets), mode="mean")
+        means = torch.embedding_bag(embed, ids, torch.from_numpy(bags.offsets), False, _MEAN)[0]  # F.embedding_bag's checks cost more
         dim, hidden_size = embed.shape[1], state_w.shape[0]
         x_state = means[:split].view(-1, SECTIONS * dim)[:, dim:]  # sections 1.. side by side
         x_command = means[split:]
         state = _sigmoid_tanh(torch.addmm(state_b, x_state, state_w.t()))
         codes = _sigmoid_tanh(torch.addmm(command_b, x_command, command_w.t()))
-        w_state, w_command, w_product = first_w.split(hidden_size, dim=1)
+        w_state, w_command, w_product = _blocks(first_w, hidden_size)
         rows, commands = choices.rows, choices.commands
         s, a = state.index_select(0, rows), codes.index_select(0, commands)
         product = s * a
@@ -430,7 +456,7 @@ class _Scores(torch.autograd.Function):
          s, a, product, hidden) = ctx.saved_tensors
         choices, (embed_shape, means_shape, split) = ctx.choices, ctx.shape
         rows, commands = choices.rows, choices.commands
-        w_state, w_command, w_product = first_w.split(state.shape[1], dim=1)
+        w_state, w_command, w_product = _blocks(first_w, state.shape[1])
         g_raw = g_table.reshape(-1).index_select(0, choices.cells)
         g_hidden = torch.ops.aten.tanh_backward(torch.outer(g_raw, last_w[0]), hidden)
         g_product = g_hidden @ w_product
