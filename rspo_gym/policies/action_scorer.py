@@ -329,11 +329,17 @@ def section_bags(rows: np.ndarray, ids: np.ndarray, num_rows: int, buckets: int)
     return _bags(hashed[order], bags[order], np.bincount(bags, minlength=num_rows * SECTIONS))
 
 
-def padded_section_bags(prompts: torch.Tensor, buckets: int) -> Bags:
-    """``section_bags`` of 0-padded ``(B, P)`` prompt ids (a training batch's)."""
+def padded_section_bags(prompts: torch.Tensor, buckets: int, mask: torch.Tensor | None = None) -> Bags:
+    """``section_bags`` of 0-padded ``(B, P)`` prompt ids (a training batch's), of the ids where
+    ``mask`` (the attention mask) is non-zero if given.
+
+    Each id's row comes from the rows' counts (``numpy.repeat``), which orders them as
+    ``numpy.nonzero`` would, at a fraction of a 2-D ``nonzero``'s cost."""
     ids = prompts.numpy()
     real = ids > 0
-    return section_bags(np.nonzero(real)[0], ids[real], ids.shape[0], buckets)
+    if mask is not None:
+        real &= mask.numpy() > 0
+    return section_bags(np.repeat(np.arange(len(ids)), real.sum(1)), ids[real], len(ids), buckets)
 
 
 def listed_section_bags(prompts: Sequence[Sequence[int]], buckets: int) -> Bags:
@@ -601,7 +607,7 @@ class ActionScorerPolicy:
         P = batch.prompt_length
         width = batch.response_mask.shape[1]
         choices = batch.allowed[:, 0, :]
-        prompts = padded_section_bags(batch.input_ids[:, :P] * batch.attention_mask[:, :P], self.config.buckets)
+        prompts = padded_section_bags(batch.input_ids[:, :P], self.config.buckets, batch.attention_mask[:, :P])
         scores, state = self._scores(prompts, padded_choices(choices))
         logp = torch.log_softmax(_tempered(scores, temperature), -1)
         position = (choices == batch.input_ids[:, P:P + 1]).float().argmax(-1, keepdim=True)
