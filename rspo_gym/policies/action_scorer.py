@@ -191,9 +191,13 @@ class HashingTokenizer:
         return None if parts is None else self._joined(parts)
 
     def _joined(self, parts: list[tuple[int, str]]) -> list[int]:
+        """The parts' ``encoded_part`` ids, concatenated; a part is its own memo key, so the
+        common case (every part seen before) is one dictionary lookup per part."""
+        memo = self._parts
         ids: list[int] = []
-        for section, part in parts:
-            ids += self.encoded_part(part, section)
+        for part in parts:
+            found = memo.get(part)
+            ids += found if found is not None else self.encoded_part(part[1], part[0])
         return ids
 
 
@@ -224,11 +228,16 @@ def prompt_sections(builder: PromptBuilder, task: str, observation: str, history
     layout = _LAYOUTS.get(id(builder.template))
     if layout is None:
         return None
-    current = builder.observation_text(observation) + layout.observation_end
+    shown = builder.observation_text
+    current = shown(observation) + layout.observation_end
     if _ACTIONS_MARK in current:
         return None
     parts = [(OBSERVATION, current.rstrip("\n"))]
-    recent = list(history)[-builder.history_length:] if history and builder.history_length > 0 else []
+    length = builder.history_length
+    if not history or length <= 0:
+        recent: Sequence[tuple[str, str]] = ()
+    else:  # a list's tail, without copying a long episode's whole history at every step
+        recent = history[-length:] if isinstance(history, (list, tuple)) else list(history)[-length:]
     if history or layout.first_has_task:
         if _STATE_MARK in task or "[Observation " in task:
             return None
@@ -239,7 +248,7 @@ def prompt_sections(builder: PromptBuilder, task: str, observation: str, history
             return None
         parts.append((TASK, current[found + len(_TASK_MARK):].partition("\n")[0]))
     for past, action in recent:
-        past = builder.observation_text(past)
+        past = shown(past)
         if _STATE_MARK in past or _STATE_MARK in action or "', Action " in past or "']" in action:
             return None
         parts += [(PAST_OBSERVATIONS, past), (PAST_ACTIONS, action)]
