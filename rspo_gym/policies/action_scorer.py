@@ -410,11 +410,13 @@ def listed_choices(ids: Sequence[Sequence[int]]) -> Choices:
     return choices_of(rows, columns, flat, (len(ids), int(lengths.max())))
 
 
-def _sigmoid_tanh(x: torch.Tensor) -> torch.Tensor:
-    """``tanh(x)`` as ``2 sigmoid(2x) - 1`` (equal to float32 rounding, within 2e-7): torch's CPU
-    tanh kernel runs ~3x slower than its sigmoid, and the scorer's hidden layer over every (state,
-    command) pair was a large share of a training step."""
-    return torch.sigmoid(x * 2).mul_(2).sub_(1)
+def _tanh_addmm(bias: torch.Tensor, x: torch.Tensor, weight_t: torch.Tensor) -> torch.Tensor:
+    """``tanh(torch.addmm(bias, x, weight_t))`` as ``2 sigmoid(2 y) - 1`` (equal to float32
+    rounding, within 2e-7): torch's CPU tanh kernel runs ~3x slower than its sigmoid, and the
+    scorer's hidden layer over every (state, command) pair was a large share of a training step.
+    The doubling is ``addmm``'s own ``alpha = beta = 2``: scaling by a power of two is exact, so
+    ``2 y`` comes out of the product bit for bit, without a pass of its own."""
+    return torch.sigmoid(torch.addmm(bias, x, weight_t, beta=2, alpha=2)).mul_(2).sub_(1)
 
 
 _MEAN = 1  # torch.embedding_bag's mode code of "mean"
@@ -426,13 +428,39 @@ def _blocks(first_w: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tens
     return first_w[:, :width], first_w[:, width:2 * width], first_w[:, 2 * width:]
 
 
-class _Scores(torch.autograd.Function):
-    """``ActionScorer.scores`` as one autograd node, its backward the chain rule written out.
+def _scores_forward(embed, state_w, state_b, command_w, command_b, first_w, first_b, last_w, last_b, bags: Bags, split: int,
+                    choices: Choices) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...], tuple[Choices, tuple]]:
+    """``_Scores``' forward pass: ``(scores table, state codes)``, what its backward reads, and the
+    choices and shapes it needs; called directly where no gradient is wanted (a rollout's turns),
+    without the autograd node's bookkeeping.
 
-    Forward: the bags' mean embeddings (one ``embedding_bag``); the state code ``s = tanh(W_1 x_s
-    + b_1)`` of each prompt's section means side by side and the code ``a = tanh(W_2 x_a + b_2)``
-    of each distinct command; per (state, command) pair ``w · tanh(W_s s + W_a a + W_sa (s ⊙ a) +
-    b) + c``, placed in the ``choices.shape`` table (-inf elsewhere).
+    The bags' mean embeddings (one ``embedding_bag``); the state code ``s = tanh(W_1 x_s + b_1)``
+    of each prompt's section means side by side and the code ``a = tanh(W_2 x_a + b_2)`` of each
+    distinct command; per (state, command) pair ``w · tanh(W_s s + W_a a + W_sa (s ⊙ a) + b) + c``,
+    placed in the ``choices.shape`` table (-inf elsewhere)."""
+    ids, bag, counts = torch.from_numpy(bags.ids), torch.from_numpy(bags.bags), torch.from_numpy(bags.counts)
+    means = torch.embedding_bag(embed, ids, torch.from_numpy(bags.offsets), False, _MEAN)[0]  # F.embedding_bag's checks cost more
+    dim, hidden_size = embed.shape[1], state_w.shape[0]
+    x_state = means[:split].view(-1, SECTIONS * dim)[:, dim:]  # sections 1.. side by side
+    x_command = means[split:]
+    state = _tanh_addmm(state_b, x_state, state_w.t())
+    codes = _tanh_addmm(command_b, x_command, command_w.t())
+    w_state, w_command, w_product = _blocks(first_w, hidden_size)
+    rows, commands = choices.rows, choices.commands
+    s, a = state.index_select(0, rows), codes.index_select(0, commands)
+    product = s * a
+    per_pair = torch.addmm(first_b, state, w_state.t()).index_select(0, rows)
+    per_pair += (codes @ w_command.t()).index_select(0, commands)
+    hidden = _tanh_addmm(per_pair, product, w_product.t())
+    raw = torch.addmv(last_b, hidden, last_w[0])
+    table = torch.full((choices.shape[0] * choices.shape[1],), float("-inf"), dtype=raw.dtype)
+    saved = (ids, bag, counts, state_w, command_w, first_w, last_w, x_state, x_command, state, codes, s, a, product, hidden)
+    return (table.index_copy_(0, choices.cells, raw).view(choices.shape), state), saved, (choices, (embed.shape, means.shape, split))
+
+
+class _Scores(torch.autograd.Function):
+    """``ActionScorer.scores`` as one autograd node, its backward the chain rule written out
+    (forward: ``_scores_forward``).
 
     Why by hand: at these sizes (a few thousand ids and pairs, width 64) the arithmetic is cheap
     and autograd's graph was not: ~30 nodes of gathers, slices, splits of ``W`` and scatters, each
@@ -442,28 +470,11 @@ class _Scores(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, embed, state_w, state_b, command_w, command_b, first_w, first_b, last_w, last_b,  # type: ignore[override]
-                bags: Bags, split: int, choices: Choices):
-        ids, bag, counts = torch.from_numpy(bags.ids), torch.from_numpy(bags.bags), torch.from_numpy(bags.counts)
-        means = torch.embedding_bag(embed, ids, torch.from_numpy(bags.offsets), False, _MEAN)[0]  # F.embedding_bag's checks cost more
-        dim, hidden_size = embed.shape[1], state_w.shape[0]
-        x_state = means[:split].view(-1, SECTIONS * dim)[:, dim:]  # sections 1.. side by side
-        x_command = means[split:]
-        state = _sigmoid_tanh(torch.addmm(state_b, x_state, state_w.t()))
-        codes = _sigmoid_tanh(torch.addmm(command_b, x_command, command_w.t()))
-        w_state, w_command, w_product = _blocks(first_w, hidden_size)
-        rows, commands = choices.rows, choices.commands
-        s, a = state.index_select(0, rows), codes.index_select(0, commands)
-        product = s * a
-        per_pair = torch.addmm(first_b, state, w_state.t()).index_select(0, rows)
-        per_pair += (codes @ w_command.t()).index_select(0, commands)
-        hidden = _sigmoid_tanh(torch.addmm(per_pair, product, w_product.t()))
-        raw = torch.addmv(last_b, hidden, last_w[0])
-        ctx.save_for_backward(ids, bag, counts, state_w, command_w, first_w, last_w, x_state, x_command, state, codes,
-                              s, a, product, hidden)
-        ctx.choices, ctx.shape = choices, (embed.shape, means.shape, split)
-        table = torch.full((choices.shape[0] * choices.shape[1],), float("-inf"), dtype=raw.dtype)
-        return table.index_copy_(0, choices.cells, raw).view(choices.shape), state
+    def forward(ctx, *inputs):  # type: ignore[override]
+        (table, state), saved, (choices, shapes) = _scores_forward(*inputs)
+        ctx.save_for_backward(*saved)
+        ctx.choices, ctx.shape = choices, shapes
+        return table, state
 
     @staticmethod
     def backward(ctx, g_table, g_state_out):  # type: ignore[override]
@@ -522,8 +533,11 @@ class ActionScorer(nn.Module):
         scored.
         """
         (state, _), (command, _), (first, _, last) = self.state, self.command, self.scorer
-        return _Scores.apply(self.embed.weight, state.weight, state.bias, command.weight, command.bias, first.weight,
-                             first.bias, last.weight, last.bias, prompts.join(commands), len(prompts.counts), choices)
+        inputs = (self.embed.weight, state.weight, state.bias, command.weight, command.bias, first.weight, first.bias,
+                  last.weight, last.bias, prompts.join(commands), len(prompts.counts), choices)
+        if not torch.is_grad_enabled():  # a rollout turn, old log-probs: no graph to record
+            return _scores_forward(*inputs)[0]
+        return _Scores.apply(*inputs)
 
 
 def _tempered(scores: torch.Tensor, temperature: float) -> torch.Tensor:

@@ -200,7 +200,7 @@ def test_the_hand_written_backward_equals_finite_differences_in_float64():
     """``_Scores`` (every parameter's gradient, and the state codes' for a value head), and the
     sigmoid form of tanh against torch's."""
     from rspo_gym.policies.action_scorer import (
-        ActionScorer, CommandRegistry, ScorerConfig, _Scores, _sigmoid_tanh, listed_choices, listed_section_bags,
+        ActionScorer, CommandRegistry, ScorerConfig, _Scores, _tanh_addmm, listed_choices, listed_section_bags,
     )
 
     torch.manual_seed(0)
@@ -219,8 +219,15 @@ def test_the_hand_written_backward_equals_finite_differences_in_float64():
         return table.clamp(min=-1e9), state
 
     assert torch.autograd.gradcheck(scores, weights)
-    x = torch.linspace(-20, 20, 4001)
-    assert float((_sigmoid_tanh(x) - torch.tanh(x)).abs().max()) < 3e-7
+    x = torch.linspace(-20, 20, 4001)[:, None]
+    one, zero = torch.ones(1, 1), torch.zeros(4001, 1)
+    assert float((_tanh_addmm(zero, x, one) - torch.tanh(x)).abs().max()) < 3e-7
+    # the doubling folded into addmm (alpha = beta = 2) is the doubled product bit for bit
+    torch.manual_seed(1)
+    for rows in (1, 64, 2730):
+        bias, inputs, weight = torch.randn(rows, 64), torch.randn(rows, 64), torch.randn(64, 64)
+        for b in (bias, bias[0]):  # a per-row term, and a broadcast bias
+            assert torch.equal(_tanh_addmm(b, inputs, weight), torch.sigmoid(torch.addmm(b, inputs, weight) * 2).mul_(2).sub_(1))
 
 
 def test_a_prompt_pools_alike_in_its_rollout_turn_and_in_a_training_batch():
