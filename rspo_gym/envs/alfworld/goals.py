@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from rspo_gym.envs.alfworld.world import State, World
 
-__all__ = ["goal_satisfied", "lamp_on_here", "placed_targets", "suitable_targets", "target_ok"]
+__all__ = ["goal_satisfied", "lamp_on_here", "placed_targets", "suitable_targets", "target_ok", "targets_needed"]
 
 
 
@@ -73,5 +73,9 @@ def goal_satisfied(world: World, state: State) -> bool:
     if kind == "look_at_obj_in_light":
         held = state.held
         return held >= 0 and world.items[held].otype == world.task.object_type and lamp_on_here(world, state)
-    needed = 2 if kind == "pick_two_obj_and_place" else 1
-    return placed_targets(world, state) >= needed
+    return placed_targets(world, state) >= targets_needed(kind)
+
+
+def targets_needed(task_type: str) -> int:
+    """Suitable targets the goal of a placing task type needs in one destination (``placed_targets``)."""
+    return 2 if task_type == "pick_two_obj_and_place" else 1

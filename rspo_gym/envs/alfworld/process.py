@@ -39,7 +39,7 @@ reached; a command the game did not understand is no event (and no ``valid``).
 
 from __future__ import annotations
 
-from rspo_gym.envs.alfworld.goals import goal_satisfied, lamp_on_here, placed_targets, suitable_targets
+from rspo_gym.envs.alfworld.goals import lamp_on_here, placed_targets, suitable_targets, targets_needed
 from rspo_gym.envs.alfworld.world import State, World
 from rspo_gym.envs.process_rewards import Event, ProcessRewardSpec
 
@@ -49,16 +49,16 @@ TREATMENTS = ("heat", "cool", "clean")
 
 
 def milestone_potential(world: World, state: State) -> float:
-    if goal_satisfied(world, state):
-        return 1.0
     task = world.task
     held = state.held
     holding_target = held >= 0 and world.items[held].otype == task.object_type
     kind = task.task_type
-    if kind == "look_at_obj_in_light":
+    if kind == "look_at_obj_in_light":  # the goal is both milestones: 1 exactly when it is met
         return (holding_target + lamp_on_here(world, state)) / 2
+    placed = placed_targets(world, state)  # counted once: the goal (``goal_satisfied``) is enough of them placed
+    if placed >= targets_needed(kind):
+        return 1.0
     if kind == "pick_two_obj_and_place":
-        placed = placed_targets(world, state)
         return (2 * placed + holding_target) / 4
     if kind == "pick_and_place_simple":
         return holding_target / 2
