@@ -602,7 +602,7 @@ class ActionScorerPolicy:
         return GenerationOutput(
             texts=[self.commands.texts[c] for c in chosen],
             response_ids=[[c] for c in chosen],
-            logprobs=[[float(lp)] for lp in logprobs.tolist()],
+            logprobs=[[lp] for lp in logprobs.tolist()],  # tolist gives Python floats
             allowed_token_ids=[[row] for row in ids],
         )
 
