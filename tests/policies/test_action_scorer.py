@@ -245,6 +245,22 @@ def test_a_prompt_pools_alike_in_its_rollout_turn_and_in_a_training_batch():
     padded = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
     for a, b in zip(listed_section_bags(prompts, 64), padded_section_bags(padded, 64)):
         assert a.tolist() == b.tolist()
+    mask = (padded > 0).long()
+    mask[1, -1] = 0  # a masked real id is left out, as the masked product leaves it
+    for a, b in zip(padded_section_bags(padded * mask, 64), padded_section_bags(padded, 64, mask)):
+        assert a.tolist() == b.tolist()
+
+
+def test_distinct_ids_equal_numpy_unique_dense_and_spread():
+    import numpy as np
+
+    from rspo_gym.policies.action_scorer import distinct_ids
+
+    rng = np.random.default_rng(0)
+    for ids in (rng.integers(0, 60, 2730), rng.integers(0, 10**9, 50), np.array([7]), np.array([0, 0, 3, 1, 3])):
+        distinct, local = distinct_ids(ids)
+        expected, inverse = np.unique(ids, return_inverse=True)
+        assert np.array_equal(distinct, expected) and np.array_equal(local, inverse.reshape(-1))
 
 
 def test_prompt_ids_read_from_the_fields_equal_the_parsed_rendered_prompt():
