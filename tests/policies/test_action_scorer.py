@@ -251,6 +251,17 @@ def test_a_prompt_pools_alike_in_its_rollout_turn_and_in_a_training_batch():
         assert a.tolist() == b.tolist()
 
 
+def test_registry_ids_of_a_remembered_list_are_a_fresh_list_and_stay_true():
+    from rspo_gym.policies.action_scorer import CommandRegistry
+
+    registry = CommandRegistry(HashingTokenizer(64), ["look"])
+    first = registry.ids(["go to desk 1", "look"])
+    assert first == [1, 0] and registry.texts == ["look", "go to desk 1"]
+    first.append(9)  # the caller's own list: what is remembered is untouched
+    assert registry.ids(("go to desk 1", "look")) == [1, 0]
+    assert registry.ids(["look", "open fridge 1"]) == [0, 2]
+
+
 def test_distinct_ids_equal_numpy_unique_dense_and_spread():
     import numpy as np
 
