@@ -31,6 +31,13 @@ def target_ok(world: World, state: State, index: int) -> bool:
     return True
 
 
+_TREATMENTS = {  # task type -> (the Item flag a target needs, the State set it must be in)
+    "pick_clean_then_place_in_recep": ("cleanable", "clean"),
+    "pick_heat_then_place_in_recep": ("heatable", "hot"),
+    "pick_cool_then_place_in_recep": ("coolable", "cool"),
+}
+
+
 def suitable_targets(world: World, state: State) -> frozenset[int] | set[int]:
     """The objects ``target_ok`` holds for: the target type's (``World.targets``), and for a
     clean / heat / cool task those of them that can take the treatment and have had it."""
@@ -41,13 +48,6 @@ def suitable_targets(world: World, state: State) -> frozenset[int] | set[int]:
     capable, treated = treatment
     items = world.items
     return {o for o in getattr(state, treated) if o in world.targets and getattr(items[o], capable)}
-
-
-_TREATMENTS = {  # task type -> (the Item flag a target needs, the State set it must be in)
-    "pick_clean_then_place_in_recep": ("cleanable", "clean"),
-    "pick_heat_then_place_in_recep": ("heatable", "hot"),
-    "pick_cool_then_place_in_recep": ("coolable", "cool"),
-}
 
 
 def placed_targets(world: World, state: State) -> int:
