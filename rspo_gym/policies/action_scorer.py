@@ -429,7 +429,7 @@ def _tanh_addmm(bias: torch.Tensor, x: torch.Tensor, weight_t: torch.Tensor) -> 
     scorer's hidden layer over every (state, command) pair was a large share of a training step.
     The doubling is ``addmm``'s own ``alpha = beta = 2``: scaling by a power of two is exact, so
     ``2 y`` comes out of the product bit for bit, without a pass of its own."""
-    return torch.sigmoid(torch.addmm(bias, x, weight_t, beta=2, alpha=2)).mul_(2).sub_(1)
+    return torch.addmm(bias, x, weight_t, beta=2, alpha=2).sigmoid_().mul_(2).sub_(1)  # in place: no second (pairs, h) buffer
 
 
 _MEAN = 1  # torch.embedding_bag's mode code of "mean"
@@ -497,14 +497,16 @@ class _Scores(torch.autograd.Function):
         rows, commands = choices.rows, choices.commands
         w_state, w_command, w_product = _blocks(first_w, state.shape[1])
         g_raw = g_table.reshape(-1).index_select(0, choices.cells)
-        g_hidden = torch.ops.aten.tanh_backward(torch.outer(g_raw, last_w[0]), hidden)
+        g_hidden = torch.outer(g_raw, last_w[0])  # (pairs, h) buffers are reused in place below: fewer fresh pages per step
+        torch.ops.aten.tanh_backward.grad_input(g_hidden, hidden, grad_input=g_hidden)
         g_product = g_hidden @ w_product
         g_per_state = state.new_zeros(state.shape).index_add_(0, rows, g_hidden)
         g_per_command = codes.new_zeros(codes.shape).index_add_(0, commands, g_hidden)
-        g_state = torch.addmm(state.new_zeros(state.shape).index_add_(0, rows, g_product * a), g_per_state, w_state)
+        g_codes_pairs = g_product * s
+        g_state = torch.addmm(state.new_zeros(state.shape).index_add_(0, rows, g_product.mul_(a)), g_per_state, w_state)
         if g_state_out is not None:
             g_state += g_state_out
-        g_codes = torch.addmm(codes.new_zeros(codes.shape).index_add_(0, commands, g_product * s), g_per_command, w_command)
+        g_codes = torch.addmm(codes.new_zeros(codes.shape).index_add_(0, commands, g_codes_pairs), g_per_command, w_command)
         g_first_w = torch.cat([g_per_state.t() @ state, g_per_command.t() @ codes, g_hidden.t() @ product], dim=1)
         g_state_in = torch.ops.aten.tanh_backward(g_state, state)
         g_command_in = torch.ops.aten.tanh_backward(g_codes, codes)
