@@ -92,11 +92,12 @@ class ProcessReward(gym.Wrapper):
         self.mode = mode
         self._phi = 0.0
         self._paid: set = set()
+        self._base = env.unwrapped  # read at every step: ``unwrapped`` walks the wrapper chain each time
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict]:
         obs, info = self.env.reset(**kwargs)
         self._paid = set()
-        self._phi = self.env.unwrapped.process_potential(self.name) if self.kind == "potential" else 0.0
+        self._phi = self._base.process_potential(self.name) if self.kind == "potential" else 0.0
         info["process_reward"] = 0.0
         info["potential"] = self.scale * self._phi
         info["outcome_reward"] = 0.0
@@ -122,8 +123,8 @@ class ProcessReward(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
     def _shaping(self, info: dict, terminated: bool, truncated: bool) -> float:
-        reached = self.env.unwrapped.process_potential(self.name)
-        zeroed = (terminated or truncated) and getattr(self.env.unwrapped, "zero_terminal_potential", False)
+        reached = self._base.process_potential(self.name)
+        zeroed = (terminated or truncated) and getattr(self._base, "zero_terminal_potential", False)
         phi = 0.0 if zeroed else reached
         process = self.scale * (self.gamma * phi - self._phi)
         # what the episode ended on: at a purchase-like termination the env's own Φ is already 0, so
@@ -134,7 +135,7 @@ class ProcessReward(gym.Wrapper):
 
     def _event_payment(self) -> tuple[float, tuple[str, ...]]:
         total, paid = 0.0, []
-        for event in self.env.unwrapped.step_events(self._wanted):
+        for event in self._base.step_events(self._wanted):
             weight = self.weights.get(event.name, 0.0)
             if not weight or event.amount == 0:
                 continue

@@ -27,7 +27,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from rspo_gym.rollout.generation import GenerationConfig
-from rspo_gym.rollout.prompts import FittedPrompt, PromptBuilder, parse_action, template_for
+from rspo_gym.rollout.prompts import FittedPrompt, ParsedAction, PromptBuilder, parse_action, template_for
 from rspo_gym.rollout.trajectory import Rollout, StepRow, Trajectory
 from rspo_gym.rollout.vector import GroupedVectorEnv
 
@@ -42,7 +42,7 @@ def constrained_choices(admissible_actions: Sequence[str], task: str) -> list[st
     A prefix trie cannot hold free text, so WebShop's ``search[<your query>]`` template becomes one
     concrete query, the instruction itself (the closest free-text action a small model can make).
     """
-    choices = [action for action in admissible_actions if action != "help"]
+    choices = list(filter("help".__ne__, admissible_actions))  # at every step of every env: filter runs in C
     if _QUERY_PLACEHOLDER in choices:
         query = f"search[{task.strip()}]"
         choices = [query if action == _QUERY_PLACEHOLDER else action for action in choices]
@@ -212,6 +212,8 @@ def collect(
     truncated, dropped = [0] * n, [0] * n
     events: list[Counter] = [Counter() for _ in range(n)]  # process-reward events paid, per trajectory
     turn_seeds = None if row_seeds is None else turn_row_seeds(row_seeds, max_turns)
+    group_ids = venv.group_ids.tolist()
+    parses: dict[str, ParsedAction] = {}  # replies repeat (a policy choosing among commands): each is parsed once
     turns = steps = 0
     for turn in range(max_turns):
         active = np.flatnonzero(venv.active).tolist()
@@ -243,12 +245,17 @@ def collect(
             allowed = [constrained_choices(infos[i]["admissible_actions"], infos[i].get("task", "")) for i in active]
         seeds = None if turn_seeds is None else turn_seeds[active, turn].tolist()
         out = policy.generate(prompt_ids, _turn_generation(config.generation, turn, seeds), allowed)
-        parsed = [parse_action(text, think=config.think, tail_chars=builder.template.tail_chars) for text in out.texts]
+        parsed = []
+        for text in out.texts:
+            found = parses.get(text)
+            if found is None:
+                found = parses[text] = parse_action(text, think=config.think, tail_chars=builder.template.tail_chars)
+            parsed.append(found)
         actions: list[Any] = [None] * n
         for k, i in enumerate(active):
             actions[i] = parsed[k].action
         anchors = [infos[i].get("anchor", observations[i]) for i in active]
-        rewards = venv.advance(actions)
+        rewards = venv.advance(actions).tolist()
         next_obs = venv.observations
         for k, i in enumerate(active):
             info = venv.infos[i]
@@ -262,7 +269,7 @@ def collect(
                     anchor=anchors[k],
                     valid=bool(info.get("valid", True)),
                     format_valid=parsed[k].format_valid,
-                    group_id=int(venv.group_ids[i]),
+                    group_id=group_ids[i],
                     traj_id=traj_offset + i,
                     step=turn,
                     action=parsed[k].action,
@@ -271,7 +278,9 @@ def collect(
                 )
             )
             histories[i].append((observations[i], parsed[k].action))
-            events[i].update(info.get("process_events", ()))
+            paid = info.get("process_events")
+            if paid:  # most steps pay no event: Counter.update costs as much as a StepRow
+                events[i].update(paid)
             observations[i], infos[i] = next_obs[i], info
         turns, steps = turn + 1, steps + len(active)
         if on_turn is not None:
@@ -286,7 +295,7 @@ def collect(
         trajectories.append(
             Trajectory(
                 traj_id=traj_offset + i,
-                group_id=int(venv.group_ids[i]),
+                group_id=group_ids[i],
                 task_id=first_infos[i].get("task_id"),
                 task=first_infos[i].get("task", ""),
                 outcome=sum(r.reward for r in rows[i]),

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 __all__ = [
     "PromptTemplate",
@@ -132,9 +132,9 @@ def _compiled(pattern: str) -> re.Pattern:
     return re.compile(pattern, re.S)
 
 
-@dataclass(frozen=True)
-class FittedPrompt:
-    """A prompt's token ids and how many history entries were left out to fit the token budget."""
+class FittedPrompt(NamedTuple):
+    """A prompt's token ids and how many history entries were left out to fit the token budget
+    (a named tuple: one is made at every env step, at two thirds of a frozen dataclass's cost)."""
 
     ids: list[int]
     dropped: int
@@ -224,16 +224,16 @@ class PromptBuilder:
         (verl-agent's WebShop instead falls back to its no-history template above 13,000
         characters; here the rule is the token budget.)
         """
-        window = max(min(self.history_length, len(history)), 0)
-
-        def keeping(k: int) -> list[int]:
-            return self.chat_ids(tokenizer, replace(self, history_length=k).build(task, observation, admissible_actions, history))
-
         if max_length is None:  # a tokenizer that reads the fields instead of the rendered text (the fast policy's)
             direct = getattr(tokenizer, "prompt_ids", None)
             ids = None if direct is None else direct(self, task, observation, history)
             if ids is not None:
                 return FittedPrompt(ids, 0)
+        window = max(min(self.history_length, len(history)), 0)
+
+        def keeping(k: int) -> list[int]:
+            return self.chat_ids(tokenizer, replace(self, history_length=k).build(task, observation, admissible_actions, history))
+
         ids = self.chat_ids(tokenizer, self.build(task, observation, admissible_actions, history))  # = keeping(window)
         if max_length is None or len(ids) <= max_length or window == 0:
             return FittedPrompt(ids, 0)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from contextlib import ExitStack, contextmanager, nullcontext
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import torch
 
@@ -117,8 +117,21 @@ class SingleProcess:
     def backward(self, loss: torch.Tensor) -> None:
         loss.backward()
 
-    def clip_grad_norm(self, parameters: list, max_norm: float) -> float:
-        return float(torch.nn.utils.clip_grad_norm_(parameters, max_norm))
+    def clip_grad_norm(self, parameters: Iterable[torch.nn.Parameter], max_norm: float) -> float:
+        """``torch.nn.utils.clip_grad_norm_``: its total norm, and the gradients scaled by
+        ``min(max_norm / (norm + 1e-6), 1)``, except that a factor of exactly 1 (the norm within
+        ``max_norm``), a multiplication that changes no bit, is skipped for gradients on the CPU,
+        where reading the factor needs no device sync; the pass over every gradient cost as much
+        as the norm (the fast policy's dense embedding gradient is most of its parameters)."""
+        parameters = list(parameters)  # a generator (a critic's ``parameters()``) is read twice
+        grads = [p.grad for p in parameters if p.grad is not None]
+        total_norm = getattr(torch.nn.utils, "get_total_norm", None)  # torch >= 2.6
+        if total_norm is None or not grads or any(g.device.type != "cpu" for g in grads):
+            return float(torch.nn.utils.clip_grad_norm_(parameters, max_norm))
+        norm = total_norm(grads)
+        if float(torch.clamp(max_norm / (norm + 1e-6), max=1.0)) != 1.0:  # NaN too, as torch scales by it
+            torch.nn.utils.clip_grads_with_norm_(parameters, max_norm, norm)
+        return float(norm)
 
 
 class Accelerated(SingleProcess):

@@ -349,6 +349,7 @@ class Trainer:
                 metrics["train/lr"] = self.schedule_lr(it, total)
                 metrics.update(self.train_on(rollout, it))
                 steps, tokens = self.dist.sum([len(rollout.rows), sum(len(r.response_ids) for r in rollout.rows)])
+                del rollout  # freed now: the next iteration's garbage collection would walk its rows again
                 metrics["env_steps"] = int(steps) + metrics.get("explorer/env_steps", 0) + metrics.get("filter/dropped_env_steps", 0)
                 metrics["generated_tokens"] = int(tokens) + metrics.get("explorer/generated_tokens", 0) + metrics.get("filter/dropped_tokens", 0)
                 metrics["time/collect_s"] = collected - start

@@ -80,6 +80,23 @@ def test_one_process_without_a_launcher_is_the_single_process_seam():
     assert type(trainer.dist) is SingleProcess and trainer.policy.train_model is None
 
 
+def test_the_single_process_clip_equals_torchs_below_at_and_above_the_bound():
+    """``SingleProcess.clip_grad_norm`` skips the scaling by exactly 1; norms, gradients and a NaN
+    norm's NaN gradients stay torch's ``clip_grad_norm_``'s to the bit."""
+    torch.manual_seed(0)
+    for scale in (1e-3, 1.0, 1e3, float("nan")):
+        grads = [torch.randn(8, 3) * scale, torch.randn(5) * scale]
+        ours, theirs = [[torch.nn.Parameter(torch.zeros_like(g)) for g in grads] for _ in range(2)]
+        for params in (ours, theirs):
+            for p, g in zip(params, grads):
+                p.grad = g.clone()
+        norm = SingleProcess().clip_grad_norm(iter(ours), 1.0)  # a generator, as a critic's parameters() is
+        expected = float(torch.nn.utils.clip_grad_norm_(theirs, 1.0))
+        assert norm == expected or (norm != norm and expected != expected)
+        for a, b in zip(ours, theirs):
+            assert torch.equal(a.grad, b.grad) or (a.grad.isnan().all() and b.grad.isnan().all())
+
+
 @pytest.mark.slow
 @needs_torchrun
 def test_two_ranks_update_like_one_process_and_resume_under_one(tmp_path):

@@ -216,7 +216,7 @@ def test_the_hand_written_backward_equals_finite_differences_in_float64():
     """``_Scores`` (every parameter's gradient, and the state codes' for a value head), and the
     sigmoid form of tanh against torch's."""
     from rspo_gym.policies.action_scorer import (
-        ActionScorer, CommandRegistry, ScorerConfig, _Scores, _sigmoid_tanh, listed_choices, listed_section_bags,
+        ActionScorer, CommandRegistry, ScorerConfig, _Scores, _tanh_addmm, listed_choices, listed_section_bags,
     )
 
     torch.manual_seed(0)
@@ -235,8 +235,15 @@ def test_the_hand_written_backward_equals_finite_differences_in_float64():
         return table.clamp(min=-1e9), state
 
     assert torch.autograd.gradcheck(scores, weights)
-    x = torch.linspace(-20, 20, 4001)
-    assert float((_sigmoid_tanh(x) - torch.tanh(x)).abs().max()) < 3e-7
+    x = torch.linspace(-20, 20, 4001)[:, None]
+    one, zero = torch.ones(1, 1), torch.zeros(4001, 1)
+    assert float((_tanh_addmm(zero, x, one) - torch.tanh(x)).abs().max()) < 3e-7
+    # the doubling folded into addmm (alpha = beta = 2) is the doubled product bit for bit
+    torch.manual_seed(1)
+    for rows in (1, 64, 2730):
+        bias, inputs, weight = torch.randn(rows, 64), torch.randn(rows, 64), torch.randn(64, 64)
+        for b in (bias, bias[0]):  # a per-row term, and a broadcast bias
+            assert torch.equal(_tanh_addmm(b, inputs, weight), torch.sigmoid(torch.addmm(b, inputs, weight) * 2).mul_(2).sub_(1))
 
 
 def test_a_prompt_pools_alike_in_its_rollout_turn_and_in_a_training_batch():
@@ -254,6 +261,33 @@ def test_a_prompt_pools_alike_in_its_rollout_turn_and_in_a_training_batch():
     padded = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
     for a, b in zip(listed_section_bags(prompts, 64), padded_section_bags(padded, 64)):
         assert a.tolist() == b.tolist()
+    mask = (padded > 0).long()
+    mask[1, -1] = 0  # a masked real id is left out, as the masked product leaves it
+    for a, b in zip(padded_section_bags(padded * mask, 64), padded_section_bags(padded, 64, mask)):
+        assert a.tolist() == b.tolist()
+
+
+def test_registry_ids_of_a_remembered_list_are_a_fresh_list_and_stay_true():
+    from rspo_gym.policies.action_scorer import CommandRegistry
+
+    registry = CommandRegistry(HashingTokenizer(64), ["look"])
+    first = registry.ids(["go to desk 1", "look"])
+    assert first == [1, 0] and registry.texts == ["look", "go to desk 1"]
+    first.append(9)  # the caller's own list: what is remembered is untouched
+    assert registry.ids(("go to desk 1", "look")) == [1, 0]
+    assert registry.ids(["look", "open fridge 1"]) == [0, 2]
+
+
+def test_distinct_ids_equal_numpy_unique_dense_and_spread():
+    import numpy as np
+
+    from rspo_gym.policies.action_scorer import distinct_ids
+
+    rng = np.random.default_rng(0)
+    for ids in (rng.integers(0, 60, 2730), rng.integers(0, 10**9, 50), np.array([7]), np.array([0, 0, 3, 1, 3])):
+        distinct, local = distinct_ids(ids)
+        expected, inverse = np.unique(ids, return_inverse=True)
+        assert np.array_equal(distinct, expected) and np.array_equal(local, inverse.reshape(-1))
 
 
 def test_prompt_ids_read_from_the_fields_equal_the_parsed_rendered_prompt():

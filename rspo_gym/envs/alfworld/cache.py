@@ -11,7 +11,7 @@
   number of workers its pool set in ``RSPO_GYM_ENV_WORKERS`` (1 outside a pool).
 
 Why shared: an env meets a new task on almost every reset of the unbounded train split, so a
-per-env cache grows with the tasks seen and is multiplied by the number of envs (~36 KB a task,
+per-env cache grows with the tasks seen and is multiplied by the number of envs (~40 KB a task,
 thousands of tasks, dozens of envs). One cache per process costs at most ``max_bytes`` however
 many envs there are, and envs that reset to the same task (a GRPO group) share one world.
 The budget is divided among a pool's worker processes because each has its own cache: 8 workers at
@@ -33,7 +33,7 @@ from rspo_gym.envs.alfworld.world import World
 
 __all__ = ["BUDGET_ENV_VAR", "DEFAULT_MAX_BYTES", "WORLD_CACHE", "WorldCache", "environ_max_bytes", "world_nbytes"]
 
-#: default bound of ``WORLD_CACHE``: ~1,400 generated worlds or ~1,200 real games (a miss costs
+#: default bound of ``WORLD_CACHE``: ~1,400 generated worlds or ~1,150 real games (a miss costs
 #: ~0.5 ms to generate a world, ~2 ms to parse a game file)
 DEFAULT_MAX_BYTES = 64 * 2**20
 #: the budget of a whole vector env, in bytes, shared by its worker processes
@@ -51,8 +51,8 @@ def world_nbytes(world: World, shared: Collection[Any] = ()) -> int:
     Objects in ``shared`` (by identity) and everything under them are not counted: they are
     shared by many worlds (the generator's one ``can_contain`` table) and cost nothing per world.
     Strings and small ints that CPython shares between worlds are counted too, so this is an upper
-    bound of what dropping the world frees: ~45 KB for a generated world that ``tracemalloc`` sees
-    retain ~36 KB, ~53 KB for a real game file that retains ~47 KB. It costs ~0.3 ms.
+    bound of what dropping the world frees: ~49 KB for a generated world that ``tracemalloc`` sees
+    retain ~40 KB, ~58 KB for a real game file that retains ~51 KB. It costs ~0.3 ms.
     """
     seen = {id(obj) for obj in shared}
     stack: list[Any] = [world]

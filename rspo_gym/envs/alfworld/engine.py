@@ -179,9 +179,9 @@ def _admissible(world: World, state: State) -> dict[str, Action]:
     location = state.agent_location
     here = world.receptacles_at_location(location)
     commands: dict[str, Action] = {"look": ("look",), "inventory": ("inventory",), "help": ("help",)}
-    for r, receptacle in enumerate(receptacles):
-        if receptacle.location != location:
-            commands[f"go to {receptacle.name}"] = ("goto", r)
+    for command, action, at in world.goto_commands:
+        if at != location:
+            commands[command] = action
     held = state.held
     hands_empty = held < 0
     held_item = items[held] if not hands_empty else None

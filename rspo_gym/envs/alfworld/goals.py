@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from rspo_gym.envs.alfworld.world import State, World
 
-__all__ = ["goal_satisfied", "lamp_on_here", "placed_targets", "target_ok"]
+__all__ = ["goal_satisfied", "lamp_on_here", "placed_targets", "suitable_targets", "target_ok", "targets_needed"]
 
 
 
@@ -31,12 +31,31 @@ def target_ok(world: World, state: State, index: int) -> bool:
     return True
 
 
+_TREATMENTS = {  # task type -> (the Item flag a target needs, the State set it must be in)
+    "pick_clean_then_place_in_recep": ("cleanable", "clean"),
+    "pick_heat_then_place_in_recep": ("heatable", "hot"),
+    "pick_cool_then_place_in_recep": ("coolable", "cool"),
+}
+
+
+def suitable_targets(world: World, state: State) -> frozenset[int] | set[int]:
+    """The objects ``target_ok`` holds for: the target type's (``World.targets``), and for a
+    clean / heat / cool task those of them that can take the treatment and have had it."""
+    kind = world.task.task_type
+    treatment = _TREATMENTS.get(kind)
+    if treatment is None:
+        return world.targets
+    capable, treated = treatment
+    items = world.items
+    return {o for o in getattr(state, treated) if o in world.targets and getattr(items[o], capable)}
+
+
 def placed_targets(world: World, state: State) -> int:
-    """The most suitable targets inside one receptacle of the destination type."""
-    best = 0
-    for r in world.destinations:
-        best = max(best, sum(1 for o in state.contents[r] if target_ok(world, state, o)))
-    return best
+    """The most suitable targets inside one receptacle of the destination type (a set
+    intersection per receptacle: this runs at every state change, twice)."""
+    suitable = suitable_targets(world, state)
+    contents = state.contents
+    return max((len(suitable & contents[r]) for r in world.destinations), default=0)
 
 
 def lamp_on_here(world: World, state: State) -> bool:
@@ -54,5 +73,9 @@ def goal_satisfied(world: World, state: State) -> bool:
     if kind == "look_at_obj_in_light":
         held = state.held
         return held >= 0 and world.items[held].otype == world.task.object_type and lamp_on_here(world, state)
-    needed = 2 if kind == "pick_two_obj_and_place" else 1
-    return placed_targets(world, state) >= needed
+    return placed_targets(world, state) >= targets_needed(kind)
+
+
+def targets_needed(task_type: str) -> int:
+    """Suitable targets the goal of a placing task type needs in one destination (``placed_targets``)."""
+    return 2 if task_type == "pick_two_obj_and_place" else 1

@@ -39,7 +39,7 @@ reached; a command the game did not understand is no event (and no ``valid``).
 
 from __future__ import annotations
 
-from rspo_gym.envs.alfworld.goals import goal_satisfied, lamp_on_here, placed_targets, target_ok
+from rspo_gym.envs.alfworld.goals import lamp_on_here, placed_targets, suitable_targets, targets_needed
 from rspo_gym.envs.alfworld.world import State, World
 from rspo_gym.envs.process_rewards import Event, ProcessRewardSpec
 
@@ -49,30 +49,23 @@ TREATMENTS = ("heat", "cool", "clean")
 
 
 def milestone_potential(world: World, state: State) -> float:
-    if goal_satisfied(world, state):
-        return 1.0
     task = world.task
     held = state.held
     holding_target = held >= 0 and world.items[held].otype == task.object_type
     kind = task.task_type
-    if kind == "look_at_obj_in_light":
+    if kind == "look_at_obj_in_light":  # the goal is both milestones: 1 exactly when it is met
         return (holding_target + lamp_on_here(world, state)) / 2
+    placed = placed_targets(world, state)  # counted once: the goal (``goal_satisfied``) is enough of them placed
+    if placed >= targets_needed(kind):
+        return 1.0
     if kind == "pick_two_obj_and_place":
-        placed = placed_targets(world, state)
         return (2 * placed + holding_target) / 4
     if kind == "pick_and_place_simple":
         return holding_target / 2
     # clean / heat / cool: treating needs the target in hand, so "treated" subsumes "in hand";
     # a treated target put down in the wrong place keeps its milestone.
-    treated = any(target_ok(world, state, o) for o in _treated(kind, state))
+    treated = bool(suitable_targets(world, state))  # a target-type object treated as the task needs
     return max(int(holding_target), 2 * treated) / 3
-
-
-def _treated(kind: str, state: State) -> set[int]:
-    """The objects in the state a task type treats (only those can be ``target_ok``): a step reads
-    them, not every object of the scene."""
-    return {"pick_clean_then_place_in_recep": state.clean, "pick_heat_then_place_in_recep": state.hot,
-            "pick_cool_then_place_in_recep": state.cool}[kind]
 
 
 def distance_potential(world: World, state: State) -> float:
@@ -102,8 +95,8 @@ def goal_conditions(world: World, state: State) -> tuple[int, int]:
         held = state.held
         holding = held >= 0 and world.items[held].otype == task.object_type
         return int(holding) + int(lamp_on_here(world, state)), 2
-    in_place = any(world.items[o].otype == task.object_type for r in world.destinations for o in state.contents[r])
-    treated = any(target_ok(world, state, o) for o in _treated(kind, state))
+    in_place = any(not world.targets.isdisjoint(state.contents[r]) for r in world.destinations)
+    treated = bool(suitable_targets(world, state))
     return int(in_place) + int(treated) + int(placed_targets(world, state) >= 1), 3
 
 

@@ -147,6 +147,10 @@ class World:
         object.__setattr__(self, "item_index", {o.name: i for i, o in enumerate(self.items)})
         parent = self.task.parent_type  # the goal checks (goals.py) read these at every step
         object.__setattr__(self, "destinations", tuple(i for i, r in enumerate(self.receptacles) if r.rtype == parent))
+        wanted = self.task.object_type
+        object.__setattr__(self, "targets", frozenset(i for i, o in enumerate(self.items) if o.otype == wanted))
+        # the engine lists "go to" every receptacle not at the agent's location at every state change
+        object.__setattr__(self, "goto_commands", tuple((f"go to {r.name}", ("goto", i), r.location) for i, r in enumerate(self.receptacles)))
 
     def receptacles_at_location(self, location: int) -> tuple[int, ...]:
         """Indices of the receptacles at ``location`` (in listing order; empty if none)."""

@@ -196,3 +196,47 @@ def test_hundred_thousand_random_and_malformed_actions():
             assert game.state.key() == before and game.admissible_commands() == commands
             invalid += 1
     assert valid + invalid == 100_000 and invalid > 30_000
+
+
+def test_goal_tables_agree_with_the_per_object_definitions_on_played_states():
+    """``placed_targets`` (set intersections over ``World.targets``) and the milestone potential
+    (placed targets counted once) against their per-object definitions, on expert and random
+    states of every task type, goals reached included."""
+    from rspo_gym.envs.alfworld.generator import generate_world
+    from rspo_gym.envs.alfworld.goals import goal_satisfied, lamp_on_here, placed_targets, target_ok
+    from rspo_gym.envs.alfworld.planner import optimal_plan
+    from rspo_gym.envs.alfworld.process import milestone_potential
+
+    def placed_reference(world, state):
+        return max((sum(target_ok(world, state, o) for o in state.contents[r]) for r in world.destinations), default=0)
+
+    def milestone_reference(world, state):
+        if goal_satisfied(world, state):
+            return 1.0
+        kind, held = world.task.task_type, state.held
+        holding = held >= 0 and world.items[held].otype == world.task.object_type
+        if kind == "look_at_obj_in_light":
+            return (holding + lamp_on_here(world, state)) / 2
+        if kind == "pick_two_obj_and_place":
+            return (2 * placed_reference(world, state) + holding) / 4
+        if kind == "pick_and_place_simple":
+            return holding / 2
+        treated = any(target_ok(world, state, o) for o in range(len(world.items)))
+        return max(int(holding), 2 * treated) / 3
+
+    rng, kinds, wins = random.Random(0), set(), 0
+    for task in range(60):
+        world = generate_world("train", task)
+        kinds.add(world.task.task_type)
+        game = Game(world)
+        game.reset()
+        plan = optimal_plan(world, game.state) or []
+        for _ in range(40):
+            state = game.state
+            assert placed_targets(world, state) == placed_reference(world, state)
+            assert milestone_potential(world, state) == milestone_reference(world, state)
+            if game.won:
+                wins += 1
+                break
+            game.step(plan.pop(0) if plan and rng.random() < 0.8 else rng.choice(game.admissible_commands()))
+    assert len(kinds) == 6 and wins > 10
