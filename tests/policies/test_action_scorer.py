@@ -1,5 +1,7 @@
 """The fast action-scoring policy (``model="drrn"``) through the shared collector and trainers."""
 
+import math
+
 import pytest
 import torch
 
@@ -316,3 +318,34 @@ def test_prompt_ids_read_from_the_fields_equal_the_parsed_rendered_prompt():
             assert parts == tok.sections(builder.build(task, observation, [text(3)], history))
             assert tok.prompt_ids(builder, task, observation, history) == tok(builder.build(task, observation, ["look"], history))["input_ids"]
     assert answered > 5_000
+
+
+def _generate_rows(policy, seeds, *, seed=7, temperature=1.0):
+    """One pick per row seed, every row the same prompt and the same six commands."""
+    prompt = policy.tokenizer("Your task is to: put a mug in cabinet. You are in the middle of a room.")["input_ids"]
+    commands = [f"go to cabinet {k}" for k in range(1, 7)]
+    config = GenerationConfig(temperature=temperature, seed=seed, row_seeds=tuple(seeds))
+    out = policy.generate([prompt] * len(seeds), config, [commands] * len(seeds))
+    return [commands.index(text) for text in out.texts], out
+
+
+def test_generate_samples_each_row_from_its_own_seed_not_the_calls():
+    # The collector passes a seed per sub-env and turn (row_seeds) and keeps the call's seed for the
+    # whole iteration: were row_seeds ignored, every turn of an iteration would replay one stream.
+    policy = ActionScorerPolicy(seed=3)
+    seeds = list(range(1000, 1064))
+    first, _ = _generate_rows(policy, seeds)
+    assert _generate_rows(policy, seeds, seed=8)[0] == first  # the call's seed is overridden
+    assert _generate_rows(policy, [s + 10**6 for s in seeds])[0] != first  # the next turn's row seeds
+    assert _generate_rows(policy, seeds[5:9])[0] == first[5:9]  # a row's draw depends on its seed alone
+
+
+def test_generate_draws_follow_the_tempered_softmax():
+    policy = ActionScorerPolicy(seed=3)
+    picks, out = _generate_rows(policy, range(6000), temperature=0.7)
+    logprob_of = {k: lp[0] for k, lp in zip(picks, out.logprobs)}
+    assert sorted(logprob_of) == list(range(6))
+    probs = torch.tensor([math.exp(logprob_of[k]) for k in range(6)])
+    counts = torch.bincount(torch.tensor(picks), minlength=6).double()
+    expected = probs.double() * len(picks)
+    assert float(((counts - expected) ** 2 / expected).sum()) < 20.5  # chi-square, 5 dof: p ~ 0.001
