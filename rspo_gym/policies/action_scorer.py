@@ -42,6 +42,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rspo_gym.policies.hf_backend import inverse_cdf
 from rspo_gym.rollout.generation import GenerationConfig, GenerationOutput
 from rspo_gym.rollout.prompts import ALFWORLD, GENERIC, WEBSHOP, PromptBuilder
 
@@ -571,17 +572,6 @@ def row_uniforms(seeds: Sequence[int]) -> torch.Tensor:
     return torch.from_numpy((z >> np.uint64(11)).astype(np.float64) * 2.0**-53)
 
 
-def _inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor, counts: Sequence[int]) -> torch.Tensor:
-    """Index ``i < counts[row]`` of each row of ``(rows, K)`` ``probs`` with probability
-    ``probs[row, i]``, by one uniform per row: the first index whose cumulative probability
-    reaches ``(1 - u)`` of the row's total (``1 - u`` is in (0, 1], so an index of probability 0
-    is never the first to reach it; the clamp keeps float rounding off the padding)."""
-    cdf = probs.double().cumsum(dim=-1)
-    threshold = (1.0 - uniforms)[:, None] * cdf[:, -1:]
-    picks = (cdf < threshold).sum(dim=-1)
-    return torch.minimum(picks, torch.as_tensor(counts) - 1)
-
-
 def _tempered(scores: torch.Tensor, temperature: float) -> torch.Tensor:
     return scores / temperature if temperature > 0 and temperature != 1 else scores  # x / 1 is x
 
@@ -635,7 +625,7 @@ class ActionScorerPolicy:
         scores = self._scores(listed_section_bags(prompt_ids, self.config.buckets), listed_choices(ids))[0]
         logits = _tempered(scores, config.temperature)
         if config.temperature > 0:
-            picks = _inverse_cdf(torch.softmax(logits, -1), self._uniforms(config, len(ids)), [len(row) for row in ids])
+            picks = inverse_cdf(torch.softmax(logits, -1).double(), self._uniforms(config, len(ids)))
         else:
             picks = logits.argmax(-1)
         logprobs = torch.log_softmax(logits, -1).gather(-1, picks[:, None]).squeeze(-1)

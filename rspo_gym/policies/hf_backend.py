@@ -125,18 +125,26 @@ def _exponentials(like: torch.Tensor, generator: Generators) -> torch.Tensor:
     return _noise(like, generator, lambda tensor, g: tensor.exponential_(generator=g))
 
 
+def inverse_cdf(weights: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """Index ``i`` of each row of ``(rows, K)`` ``weights`` with probability ``weights[i] / weights.sum()``,
+    given one uniform in ``[0, 1)`` per row (``(rows,)``).
+
+    ``1 - u`` is in ``(0, 1]``, so the first index whose cumulative weight reaches ``(1 - u) *
+    total`` never has weight 0 (nor does zero-weight padding after the row's last choice).
+    """
+    cdf = weights.cumsum(dim=-1)
+    threshold = (1.0 - uniforms)[:, None] * cdf[:, -1:]
+    return (cdf < threshold).sum(dim=-1).clamp_(max=weights.shape[-1] - 1)
+
+
 def _inverse_cdf(weights: torch.Tensor, generator: Generators) -> torch.Tensor:
-    """Index ``i`` of each row of ``(rows, K)`` ``weights`` with probability ``weights[i] / weights.sum()``.
+    """``inverse_cdf`` with each row's uniform drawn from ``generator``.
 
     One uniform per row, whatever ``K``: a row's random stream must not depend on how wide the
     batch's padded choice lists are (with one generator per row, the other rows set that width).
-    ``u`` is drawn in ``(0, 1]``, so the first index whose cumulative weight reaches ``u * total``
-    never has weight 0.
     """
-    cdf = weights.cumsum(dim=-1)
-    uniform = _noise(cdf[:, -1:], generator, lambda tensor, g: tensor.uniform_(generator=g))
-    threshold = (1.0 - uniform) * cdf[:, -1:]
-    return (cdf < threshold).sum(dim=-1).clamp_(max=weights.shape[-1] - 1)
+    uniform = _noise(weights[:, -1:], generator, lambda tensor, g: tensor.uniform_(generator=g))
+    return inverse_cdf(weights, uniform[:, 0])
 
 
 def _race(weights: torch.Tensor, generator: Generators) -> torch.Tensor:
