@@ -397,8 +397,9 @@ def main(argv: list[str] | None = None) -> int:
     for folder in ("cells", "starts", "clones"):
         (out / folder).mkdir(parents=True, exist_ok=True)
     seeds = sorted({s for _, seeds, _ in plan.cells for s in seeds})
-    starts = [(e, s, missing) for e in plan.envs for s in seeds
-              if (missing := tuple(k for k in plan.envs[e].episode_counts if k not in start_episode_counts(out, e, s)))]
+    measured = {(e, s): start_episode_counts(out, e, s) for e in plan.envs for s in seeds}
+    starts = [(e, s, missing) for (e, s), have in measured.items()
+              if (missing := tuple(k for k in plan.envs[e].episode_counts if k not in have))]
     todo = [key for key in plan.todo() if not cell_path(out, *key).exists()]  # resumable
     print(f"{len(starts)} starts and {len(todo)} cells to run ({len(plan.todo())} in the plan) in {out}", flush=True)
     def keep(key: tuple, result: dict, done: int, total: int) -> None:
