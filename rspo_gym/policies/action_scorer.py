@@ -641,10 +641,9 @@ class ActionScorerPolicy:
         """One uniform in [0, 1) per row: from the row's own seed where ``row_seeds`` are given (the
         collector's, one per sub-env and turn, while ``seed`` stays the iteration's), else from
         ``seed``'s generator (or the policy's own)."""
-        if config.row_seeds is not None:
-            if len(config.row_seeds) != rows:
-                raise ValueError(f"row_seeds has {len(config.row_seeds)} entries for {rows} prompts")
-            return row_uniforms(config.row_seeds)
+        row_seeds = config.checked_row_seeds(rows)
+        if row_seeds is not None:
+            return row_uniforms(row_seeds)
         generator = torch.Generator().manual_seed(config.seed) if config.seed is not None else self._generator
         return torch.rand(rows, generator=generator, dtype=torch.float64)
 

@@ -323,10 +323,9 @@ class HFBackend:
             raise ValueError(f"allowed has {len(allowed)} entries for {len(prompt_ids)} prompts")
         n = len(prompt_ids)
         device = next(self.model.parameters()).device
-        if config.row_seeds is not None:
-            if len(config.row_seeds) != n:
-                raise ValueError(f"row_seeds has {len(config.row_seeds)} entries for {n} prompts")
-            generators: list[torch.Generator] = [self.generator(device, seed) for seed in config.row_seeds]
+        row_seeds = config.checked_row_seeds(n)
+        if row_seeds is not None:
+            generators: list[torch.Generator] = [self.generator(device, seed) for seed in row_seeds]
         else:
             generators = [self.generator(device, config.seed)] * n
         texts: list[str] = [""] * n
@@ -336,7 +335,7 @@ class HFBackend:
         for chunk in self.chunks([len(p) for p in prompt_ids]):
             part = self._generate(
                 [prompt_ids[i] for i in chunk], config, None if allowed is None else [allowed[i] for i in chunk],
-                generators[chunk[0]] if config.row_seeds is None else [generators[i] for i in chunk],
+                generators[chunk[0]] if row_seeds is None else [generators[i] for i in chunk],
             )
             for k, i in enumerate(chunk):
                 texts[i], response_ids[i], logprobs[i] = part.texts[k], part.response_ids[k], part.logprobs[k]

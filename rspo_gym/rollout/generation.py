@@ -54,6 +54,17 @@ class GenerationConfig:
             return int(self.row_seeds[row])
         return None if self.seed is None else self.seed + row
 
+    def checked_row_seeds(self, rows: int) -> tuple[int, ...] | None:
+        """``row_seeds`` for a call of ``rows`` prompts (None: none given); ``ValueError`` when their
+        count differs, since a missing or extra seed would give a row another row's stream.
+
+        >>> GenerationConfig(row_seeds=(9, 8)).checked_row_seeds(2), GenerationConfig().checked_row_seeds(3)
+        ((9, 8), None)
+        """
+        if self.row_seeds is not None and len(self.row_seeds) != rows:
+            raise ValueError(f"row_seeds has {len(self.row_seeds)} entries for {rows} prompts")
+        return self.row_seeds
+
 
 def refuse_constraints(allowed: Sequence[Sequence[str]] | None, backend: str) -> None:
     """``NotImplementedError`` for ``allowed`` on a backend that samples without constraints."""

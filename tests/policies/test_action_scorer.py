@@ -349,3 +349,19 @@ def test_generate_draws_follow_the_tempered_softmax():
     counts = torch.bincount(torch.tensor(picks), minlength=6).double()
     expected = probs.double() * len(picks)
     assert float(((counts - expected) ** 2 / expected).sum()) < 20.5  # chi-square, 5 dof: p ~ 0.001
+
+
+def test_a_row_seed_count_that_differs_from_the_prompts_is_refused_by_both_samplers():
+    from rspo_gym.policies.hf_backend import HFBackend
+    from rspo_gym.policies.models import load_model
+
+    commands = ["go to cabinet 1", "look"]
+    policy = ActionScorerPolicy(seed=3)
+    prompt = policy.tokenizer("Your task is to: put a mug in cabinet.")["input_ids"]
+    for seeds in ((1,), (1, 2, 3)):
+        with pytest.raises(ValueError, match=f"row_seeds has {len(seeds)} entries for 2 prompts"):
+            policy.generate([prompt] * 2, GenerationConfig(row_seeds=seeds), [commands] * 2)
+    model, tokenizer = load_model("tiny", device="cpu")
+    backend = HFBackend(model, tokenizer)
+    with pytest.raises(ValueError, match="row_seeds has 1 entries for 2 prompts"):
+        backend.generate([[1, 2], [3]], GenerationConfig(max_new_tokens=2, row_seeds=(1,)))
