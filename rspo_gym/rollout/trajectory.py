@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, fields
 from itertools import chain
 from typing import Any, Hashable, Sequence
 
-__all__ = ["StepRow", "Trajectory", "Rollout", "TrainingBatch", "to_batch", "pack_by_tokens", "micro_batches"]
+__all__ = ["StepRow", "Trajectory", "Rollout", "TrainingBatch", "to_batch", "pack_by_tokens", "micro_batches", "group_outcomes"]
 
 
 @dataclass
@@ -173,6 +173,31 @@ class TrainingBatch:
     def to(self, device: Any) -> "TrainingBatch":
         """The batch with every tensor on ``device``."""
         return self._map(lambda tensor: tensor.to(device))
+
+
+def group_outcomes(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """How much outcome signal the groups an update reads carry, the quantities of the sparse
+    regime: ``groups/all_fail``, the share of groups in which no trajectory won (GRPO's outcome
+    advantage is 0 on every row of such a group); ``groups/explorer_wins``, the share of the wins
+    that came from trajectories another policy played (RSPO's explorer, ``source != "learner"``);
+    and ``groups/explorer_rescued``, the share of groups whose only wins are such trajectories,
+    i.e. groups that would carry no outcome signal without the explorer.
+
+    >>> def played(group, won, source="learner"): return Trajectory(0, group, 0, "", float(won), 0.0, 0.0, won, float(won), 1, 0, source)
+    >>> group_outcomes([played(0, False), played(0, False), played(1, True), played(1, False), played(2, False), played(2, True, "explorer")])
+    {'groups/all_fail': 0.3333333333333333, 'groups/explorer_wins': 0.5, 'groups/explorer_rescued': 0.3333333333333333}
+    """
+    wins: dict[int, list[int]] = {}  # group -> [learner wins, other wins]
+    for t in trajectories:
+        counts = wins.setdefault(t.group_id, [0, 0])
+        counts[t.source != "learner"] += int(t.won)
+    groups = max(len(wins), 1)
+    learner_wins, other_wins = (sum(column) for column in zip(*wins.values())) if wins else (0, 0)
+    return {
+        "groups/all_fail": sum(a + b == 0 for a, b in wins.values()) / groups,
+        "groups/explorer_wins": other_wins / max(learner_wins + other_wins, 1),
+        "groups/explorer_rescued": sum(a == 0 and b > 0 for a, b in wins.values()) / groups,
+    }
 
 
 def _longest_first(lengths: Sequence[tuple[int, int]]) -> list[int]:

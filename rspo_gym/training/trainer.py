@@ -59,7 +59,7 @@ from rspo_gym.training.validation import (
 from rspo_gym.errors import UserError
 from rspo_gym.rollout.generation import GenerationConfig
 from rspo_gym.rollout.collector import CollectConfig, CollectionDeadline, RolloutCount, collect
-from rspo_gym.rollout.trajectory import Rollout, TrainingBatch, Trajectory, micro_batches, to_batch
+from rspo_gym.rollout.trajectory import Rollout, TrainingBatch, Trajectory, group_outcomes, micro_batches, to_batch
 from rspo_gym.rollout.vector import GroupedVectorEnv
 
 __all__ = ["Trainer", "RewardView", "Estimate", "PRECISIONS", "resolve_precision", "loss_weights", "float32_master_weights"]
@@ -344,7 +344,8 @@ class Trainer:
                     self._collect_deadline = None
                 self.policy.release_generation_memory()  # vLLM's sleep mode: the update gets the GPU
                 collected = time.perf_counter()
-                metrics = {"iteration": it + 1, **self.rollout_metrics(self.gathered(rollout)), **sampling}
+                metrics = {"iteration": it + 1, **self.rollout_metrics(self.gathered(rollout)), **sampling,
+                           **group_outcomes(self.gathered(self.update_rollout(rollout, it)).trajectories)}
                 progress.phase(it, "updating")
                 metrics["train/lr"] = self.schedule_lr(it, total)
                 metrics.update(self.train_on(rollout, it))
