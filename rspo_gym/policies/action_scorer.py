@@ -43,6 +43,7 @@ import torch
 from torch import nn
 
 from rspo_gym.policies.hf_backend import inverse_cdf
+from rspo_gym.policies.scorer_memory import FEATURES, MemoryEncoder, command_key, split_memory
 from rspo_gym.rollout.generation import GenerationConfig, GenerationOutput
 from rspo_gym.rollout.prompts import ALFWORLD, GENERIC, WEBSHOP, PromptBuilder
 
@@ -57,8 +58,9 @@ __all__ = [
     "is_saved_action_scorer",
 ]
 
-#: Model names the trainers resolve to an ``ActionScorerPolicy``.
-ACTION_SCORER_MODELS = ("drrn",)
+#: Model names the trainers resolve to an ``ActionScorerPolicy``: the plain scorer, and the scorer
+#: with an episode memory (``ScorerConfig.memory``, ``scorer_memory.py``).
+ACTION_SCORER_MODELS = ("drrn", "drrn-memory")
 
 _WORD_RE = re.compile(r"[a-z0-9]+")
 _BIGRAM_MIX = 1_000_003  # a prime: (first * mix + second) spreads word-id pairs over the buckets
@@ -86,6 +88,11 @@ class ScorerConfig:
     """Width of the shared bag-of-ids embedding."""
     hidden: int = 64
     """Width of the state and command codes and of the scorer's hidden layer."""
+    memory: bool = False
+    """Give every (state, command) pair the episode memory's four facts (taken before, twice, what
+    it revealed last time, the previous command; ``scorer_memory.py``): 256 more parameters,
+    zero at the start, so an untrained memory scorer plays as the plain one of the same seed.
+    ``model="drrn-memory"``."""
 
 
 class HashingTokenizer:
@@ -116,12 +123,14 @@ class HashingTokenizer:
     pad_token_id = 0
     chat_template = None  # the collector then tokenises the rendered prompt with __call__
 
-    def __init__(self, buckets: int):
+    def __init__(self, buckets: int, memory: bool = False):
         if buckets < 2:
             raise ValueError(f"buckets must be at least 2 (0 is padding), got {buckets}")
         self.buckets = buckets
         self._memo: dict[str, int] = {}
         self._parts: dict[tuple[int, str], list[int]] = {}
+        self.memory = MemoryEncoder(buckets, SECTIONS) if memory else None
+        """With a memory, prompts end with the episode's memory ids (``scorer_memory.py``)."""
 
     def _id(self, key: str) -> int:
         found = self._memo.get(key)
@@ -183,14 +192,28 @@ class HashingTokenizer:
         return found
 
     def __call__(self, text: str, add_special_tokens: bool = True) -> dict[str, list[int]]:
-        return {"input_ids": self._joined(self.sections(text))}
+        """The ids of a rendered prompt. With a memory, it is read from the history the prompt
+        shows (its window): only ``prompt_ids`` sees the whole episode."""
+        parts = self.sections(text)
+        ids = self._joined(parts)
+        if self.memory is not None:
+            task = next((part for section, part in parts if section == TASK), "")
+            past = [part for section, part in parts if section in (PAST_OBSERVATIONS, PAST_ACTIONS)]
+            ids += self.memory.ids(task, list(zip(past[::2], past[1::2])), parts[0][1])
+        return {"input_ids": ids}
 
     def prompt_ids(self, builder: PromptBuilder, task: str, observation: str, history: Sequence[tuple[str, str]]) -> list[int] | None:
         """``self(builder.build(task, observation, actions, history))["input_ids"]`` read from the
         fields, without rendering the prompt and parsing it back (``PromptBuilder.fitted_ids``
-        asks for it): ``prompt_sections``, or None when that cannot tell."""
+        asks for it): ``prompt_sections``, or None when that cannot tell. With a memory, its ids
+        are read from the episode's whole ``history``, not only the window the prompt shows."""
         parts = prompt_sections(builder, task, observation, history)
-        return None if parts is None else self._joined(parts)
+        if parts is None:
+            return None
+        ids = self._joined(parts)
+        if self.memory is not None:
+            ids += self.memory.ids(task, history, observation)
+        return ids
 
     def _joined(self, parts: list[tuple[int, str]]) -> list[int]:
         """The parts' ``encoded_part`` ids, concatenated; a part is its own memo key, so the
@@ -271,6 +294,7 @@ class CommandRegistry:
         # lengths: ``bags`` then indexes instead of building arrays from lists at every call
         self._table = np.zeros((64, 16), dtype=np.int64)
         self._lengths = np.zeros(64, dtype=np.int64)
+        self._keys = np.zeros(64, dtype=np.int64)  # each command's ``command_key`` (the memory's)
         for text in texts:
             self.id(text)
 
@@ -307,8 +331,14 @@ class CommandRegistry:
             grown[:rows, :width] = self._table
             self._table = grown
             self._lengths = np.concatenate([self._lengths, np.zeros(grown.shape[0] - rows, dtype=np.int64)])
+            self._keys = np.concatenate([self._keys, np.zeros(grown.shape[0] - rows, dtype=np.int64)])
         self._table[index, :len(tokens)] = tokens
         self._lengths[index] = len(tokens)
+        self._keys[index] = command_key(self.texts[index])
+
+    def keys(self, ids: np.ndarray) -> np.ndarray:
+        """These commands' ``command_key`` s (what the memory ids name them by)."""
+        return self._keys[ids]
 
     def bags(self, ids: np.ndarray) -> "Bags":
         """These commands' hashed ids, one bag a command (``ActionScorer.scores`` pools them)."""
@@ -352,9 +382,9 @@ def section_bags(rows: np.ndarray, ids: np.ndarray, num_rows: int, buckets: int)
     return _bags(hashed[order], bags[order], np.bincount(bags, minlength=num_rows * SECTIONS))
 
 
-def padded_section_bags(prompts: torch.Tensor, buckets: int, mask: torch.Tensor | None = None) -> Bags:
-    """``section_bags`` of 0-padded ``(B, P)`` prompt ids (a training batch's), of the ids where
-    ``mask`` (the attention mask) is non-zero if given.
+def padded_prompt_ids(prompts: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, ids)``: the real ids of 0-padded ``(B, P)`` prompt ids (a training batch's), those
+    where ``mask`` (the attention mask) is non-zero if given, and the row of each.
 
     Each id's row comes from the rows' counts (``numpy.repeat``), which orders them as
     ``numpy.nonzero`` would, at a fraction of a 2-D ``nonzero``'s cost."""
@@ -362,14 +392,24 @@ def padded_section_bags(prompts: torch.Tensor, buckets: int, mask: torch.Tensor 
     real = ids > 0
     if mask is not None:
         real &= mask.numpy() > 0
-    return section_bags(np.repeat(np.arange(len(ids)), real.sum(1)), ids[real], len(ids), buckets)
+    return np.repeat(np.arange(len(ids)), real.sum(1)), ids[real]
+
+
+def listed_prompt_ids(prompts: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, ids)`` of prompts as lists of ids (a rollout turn's), without padding them first."""
+    lengths = np.fromiter(map(len, prompts), dtype=np.int64, count=len(prompts))
+    ids = np.fromiter(chain.from_iterable(prompts), dtype=np.int64, count=int(lengths.sum()))
+    return np.repeat(np.arange(len(prompts)), lengths), ids
+
+
+def padded_section_bags(prompts: torch.Tensor, buckets: int, mask: torch.Tensor | None = None) -> Bags:
+    """``section_bags`` of 0-padded ``(B, P)`` prompt ids (``padded_prompt_ids``)."""
+    return section_bags(*padded_prompt_ids(prompts, mask), len(prompts), buckets)
 
 
 def listed_section_bags(prompts: Sequence[Sequence[int]], buckets: int) -> Bags:
-    """``section_bags`` of prompts as lists of ids (a rollout turn's), without padding them first."""
-    lengths = np.fromiter(map(len, prompts), dtype=np.int64, count=len(prompts))
-    ids = np.fromiter(chain.from_iterable(prompts), dtype=np.int64, count=int(lengths.sum()))
-    return section_bags(np.repeat(np.arange(len(prompts)), lengths), ids, len(prompts), buckets)
+    """``section_bags`` of prompts as lists of ids (``listed_prompt_ids``)."""
+    return section_bags(*listed_prompt_ids(prompts), len(prompts), buckets)
 
 
 class Choices(NamedTuple):
@@ -443,15 +483,17 @@ def _blocks(first_w: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tens
 
 
 def _scores_forward(embed, state_w, state_b, command_w, command_b, first_w, first_b, last_w, last_b, bags: Bags, split: int,
-                    choices: Choices) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...], tuple[Choices, tuple]]:
-    """``_Scores``' forward pass: ``(scores table, state codes)``, what its backward reads, and the
-    choices and shapes it needs; called directly where no gradient is wanted (a rollout's turns),
-    without the autograd node's bookkeeping.
+                    choices: Choices, memory_w: torch.Tensor | None = None, features: torch.Tensor | None = None,
+                    ) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...], tuple[Choices, tuple], torch.Tensor | None]:
+    """``_Scores``' forward pass: ``(scores table, state codes)``, what its backward reads, the
+    choices and shapes it needs, and the memory features; called directly where no gradient is
+    wanted (a rollout's turns), without the autograd node's bookkeeping.
 
     The bags' mean embeddings (one ``embedding_bag``); the state code ``s = tanh(W_1 x_s + b_1)``
     of each prompt's section means side by side and the code ``a = tanh(W_2 x_a + b_2)`` of each
-    distinct command; per (state, command) pair ``w · tanh(W_s s + W_a a + W_sa (s ⊙ a) + b) + c``,
-    placed in the ``choices.shape`` table (-inf elsewhere)."""
+    distinct command; per (state, command) pair ``w · tanh(W_s s + W_a a + W_sa (s ⊙ a) + b) + c``
+    (``+ W_m m`` inside the tanh with the pairs' memory ``features`` m), placed in the
+    ``choices.shape`` table (-inf elsewhere)."""
     ids, bag, counts = torch.from_numpy(bags.ids), torch.from_numpy(bags.bags), torch.from_numpy(bags.counts)
     means = torch.embedding_bag(embed, ids, torch.from_numpy(bags.offsets), False, _MEAN)[0]  # F.embedding_bag's checks cost more
     dim, hidden_size = embed.shape[1], state_w.shape[0]
@@ -465,11 +507,13 @@ def _scores_forward(embed, state_w, state_b, command_w, command_b, first_w, firs
     product = s * a
     per_pair = torch.addmm(first_b, state, w_state.t()).index_select(0, rows)
     per_pair += (codes @ w_command.t()).index_select(0, commands)
+    if features is not None:
+        per_pair.addmm_(features, memory_w.t())
     hidden = _tanh_addmm(per_pair, product, w_product.t())
     raw = torch.addmv(last_b, hidden, last_w[0])
     table = torch.full((choices.shape[0] * choices.shape[1],), float("-inf"), dtype=raw.dtype)
     saved = (ids, bag, counts, state_w, command_w, first_w, last_w, x_state, x_command, state, codes, s, a, product, hidden)
-    return (table.index_copy_(0, choices.cells, raw).view(choices.shape), state), saved, (choices, (embed.shape, means.shape, split))
+    return (table.index_copy_(0, choices.cells, raw).view(choices.shape), state), saved, (choices, (embed.shape, means.shape, split)), features
 
 
 class _Scores(torch.autograd.Function):
@@ -485,9 +529,9 @@ class _Scores(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, *inputs):  # type: ignore[override]
-        (table, state), saved, (choices, shapes) = _scores_forward(*inputs)
+        (table, state), saved, (choices, shapes), features = _scores_forward(*inputs)
         ctx.save_for_backward(*saved)
-        ctx.choices, ctx.shape = choices, shapes
+        ctx.choices, ctx.shape, ctx.features = choices, shapes, features
         return table, state
 
     @staticmethod
@@ -517,8 +561,9 @@ class _Scores(torch.autograd.Function):
         g_means[split:] = g_command_in @ command_w
         per_id = (g_means / counts.clamp(min=1).unsqueeze(1)).index_select(0, bag)
         g_embed = state.new_zeros(embed_shape).index_add_(0, ids, per_id)
+        g_memory_w = None if ctx.features is None else g_hidden.t() @ ctx.features
         return (g_embed, g_state_in.t() @ x_state, g_state_in.sum(0), g_command_in.t() @ x_command, g_command_in.sum(0),
-                g_first_w, g_per_state.sum(0), (g_raw @ hidden).unsqueeze(0), g_raw.sum().view(1), None, None, None)
+                g_first_w, g_per_state.sum(0), (g_raw @ hidden).unsqueeze(0), g_raw.sum().view(1), None, None, None, g_memory_w, None)
 
 
 class ActionScorer(nn.Module):
@@ -526,7 +571,9 @@ class ActionScorer(nn.Module):
 
     The state code reads the mean word embedding of each prompt section (task, current
     observation, past observations, past actions) side by side; the command code the mean
-    embedding of the command's words. One embedding table serves both sides.
+    embedding of the command's words. One embedding table serves both sides. With
+    ``config.memory`` the pair layer also reads each pair's memory features ``m``:
+    ``w · tanh(W [s; a; s ⊙ a] + W_m m)``, ``W_m`` zero at the start.
     """
 
     def __init__(self, config: ScorerConfig):
@@ -536,8 +583,13 @@ class ActionScorer(nn.Module):
         self.state = nn.Sequential(nn.Linear((SECTIONS - 1) * config.embed_dim, config.hidden), nn.Tanh())
         self.command = nn.Sequential(nn.Linear(config.embed_dim, config.hidden), nn.Tanh())
         self.scorer = nn.Sequential(nn.Linear(3 * config.hidden, config.hidden), nn.Tanh(), nn.Linear(config.hidden, 1))
+        self.memory: nn.Linear | None = None
+        if config.memory:  # made last, so the other layers draw the same initial weights as the plain scorer's
+            self.memory = nn.Linear(len(FEATURES), config.hidden, bias=False)
+            nn.init.zeros_(self.memory.weight)
 
-    def scores(self, prompts: Bags, commands: Bags, choices: Choices) -> tuple[torch.Tensor, torch.Tensor]:
+    def scores(self, prompts: Bags, commands: Bags, choices: Choices,
+               features: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """The ``choices.shape`` scores of ``choices`` (-inf where there is none), whose commands'
         bags are ``commands`` (one per distinct command), and the ``(B, h)`` state codes of
         ``prompts`` (``SECTIONS`` bags a row); the modules' forward passes, computed by ``_Scores``.
@@ -546,11 +598,16 @@ class ActionScorer(nn.Module):
         is most of a batch of prompts of unequal length). The first scorer layer ``W [s; a; s ⊙ a]``
         is applied as ``W_s s + W_a a + W_sa (s ⊙ a)``: ``W_s s`` once per state and ``W_a a`` once
         per distinct command rather than once per (state, command) pair, and only real pairs are
-        scored.
+        scored. ``features``: the pairs' ``(pairs, len(FEATURES))`` memory features (a memory
+        scorer's, which needs them).
         """
         (state, _), (command, _), (first, _, last) = self.state, self.command, self.scorer
         inputs = (self.embed.weight, state.weight, state.bias, command.weight, command.bias, first.weight, first.bias,
                   last.weight, last.bias, prompts.join(commands), len(prompts.counts), choices)
+        if self.memory is not None:
+            if features is None:
+                raise ValueError("a memory scorer needs the pairs' memory features")
+            inputs += (self.memory.weight, features)
         if not torch.is_grad_enabled():  # a rollout turn, old log-probs: no graph to record
             return _scores_forward(*inputs)[0]
         return _Scores.apply(*inputs)
@@ -594,7 +651,7 @@ class ActionScorerPolicy:
     def __init__(self, config: ScorerConfig = ScorerConfig(), *, value_head: bool = False, seed: int = 0,
                  micro_batch_size: int = 16, registry: CommandRegistry | None = None):
         self.config = config
-        self.tokenizer = registry.tokenizer if registry is not None else HashingTokenizer(config.buckets)
+        self.tokenizer = registry.tokenizer if registry is not None else HashingTokenizer(config.buckets, memory=config.memory)
         self.commands = registry if registry is not None else CommandRegistry(self.tokenizer)
         self.micro_batch_size = micro_batch_size  # read by the trainers; every pass here takes the whole batch
         torch.manual_seed(seed)
@@ -622,7 +679,7 @@ class ActionScorerPolicy:
         if any(len(choices) == 0 for choices in allowed):
             raise ValueError("a prompt came with no admissible action to choose from")
         ids = [self.commands.ids(choices) for choices in allowed]
-        scores = self._scores(listed_section_bags(prompt_ids, self.config.buckets), listed_choices(ids))[0]
+        scores = self._scores(listed_prompt_ids(prompt_ids), len(prompt_ids), listed_choices(ids))[0]
         logits = _tempered(scores, config.temperature)
         if config.temperature > 0:
             picks = inverse_cdf(torch.softmax(logits, -1).double(), self._uniforms(config, len(ids)))
@@ -647,9 +704,17 @@ class ActionScorerPolicy:
         generator = torch.Generator().manual_seed(config.seed) if config.seed is not None else self._generator
         return torch.rand(rows, generator=generator, dtype=torch.float64)
 
-    def _scores(self, prompts: Bags, choices: Choices) -> tuple[torch.Tensor, torch.Tensor]:
-        """The scores of ``choices`` and the state codes of ``prompts`` (``ActionScorer.scores``)."""
-        return self.model.scores(prompts, self.commands.bags(choices.distinct), choices)
+    def _scores(self, prompts: tuple[np.ndarray, np.ndarray], count: int, choices: Choices) -> tuple[torch.Tensor, torch.Tensor]:
+        """The scores of ``choices`` and the state codes of the ``count`` prompts given as
+        ``(rows, ids)`` (``ActionScorer.scores``); a memory scorer's memory ids become the pairs'
+        features (``split_memory``), the rest the section bags."""
+        rows, ids = prompts
+        features = None
+        if self.config.memory:
+            rows, ids, features = split_memory(rows, ids, SECTIONS * self.config.buckets, choices.rows.numpy(),
+                                               self.commands.keys(choices.distinct)[choices.commands.numpy()])
+        bags = section_bags(rows, ids, count, self.config.buckets)
+        return self.model.scores(bags, self.commands.bags(choices.distinct), choices, features)
 
     def sync_weights(self) -> None:
         """Nothing to push: acting and learning share the weights."""
@@ -671,8 +736,8 @@ class ActionScorerPolicy:
         P = batch.prompt_length
         width = batch.response_mask.shape[1]
         choices = batch.allowed[:, 0, :]
-        prompts = padded_section_bags(batch.input_ids[:, :P], self.config.buckets, batch.attention_mask[:, :P])
-        scores, state = self._scores(prompts, padded_choices(choices))
+        prompts = padded_prompt_ids(batch.input_ids[:, :P], batch.attention_mask[:, :P])
+        scores, state = self._scores(prompts, len(choices), padded_choices(choices))
         logp = torch.log_softmax(_tempered(scores, temperature), -1)
         position = (choices == batch.input_ids[:, P:P + 1]).float().argmax(-1, keepdim=True)
         result = {"logprobs": _widen(logp.gather(-1, position).squeeze(-1), width)}
@@ -784,7 +849,8 @@ def action_scorer_policy(model: Any, config, *, value_head: bool) -> ActionScore
     chooses among the admissible actions) and the transformers backend (there is no text to
     generate with vLLM)."""
     if isinstance(model, str) and model in ACTION_SCORER_MODELS:
-        model = ActionScorerPolicy(value_head=value_head, seed=config.seed, micro_batch_size=config.micro_batch_size)
+        model = ActionScorerPolicy(ScorerConfig(memory=model == "drrn-memory"), value_head=value_head, seed=config.seed,
+                                   micro_batch_size=config.micro_batch_size)
     elif is_saved_action_scorer(model):
         model = ActionScorerPolicy.load(Path(model).expanduser(), value_head=value_head, seed=config.seed,
                                         micro_batch_size=config.micro_batch_size)

@@ -53,7 +53,8 @@ def expert_choices(policy: ActionScorerPolicy, env_id: str, episodes: int, *, hi
                 choices = constrained_choices(info.get("admissible_actions", ()), task)
                 action = parse_action(env.unwrapped.expert_action(), think=False).action
                 chosen = f"search[{task.strip()}]" if action.startswith("search[") else action
-                prompt = builder.chat_ids(policy.tokenizer, builder.build(task, observation, info.get("admissible_actions", ()), history))
+                # as the collector makes a prompt: a memory scorer's ids then hold the whole episode's memory
+                prompt = builder.fitted_ids(policy.tokenizer, task, observation, info.get("admissible_actions", ()), history).ids
                 if chosen in choices:
                     ids = [policy.commands.id(c) for c in choices]
                     rows.append(StepRow(
