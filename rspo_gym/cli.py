@@ -383,7 +383,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--model", default="tiny",
                        help="tiny (on ALFWorld / WebShop: the env's warm start), tiny-untrained, smollm2-135m, "
                             "drrn (the fast path: a small action-scoring network, no LLM; a run in about a minute "
-                            "on a CPU, docs/cli.md), a Hugging Face id or a local path (default: tiny)")
+                            "on a CPU, docs/cli.md), drrn-memory (the same with an episode memory), a Hugging Face id or a local path (default: tiny)")
     train.add_argument("--iterations", type=int, default=None, help="iterations (default: the config's)")
     train.add_argument("--seed", type=int, default=None, help="seed of everything (default: the config's: 0)")
     train.add_argument("--group-size", type=int, default=None, help="trajectories per task (default: the config's: 4, PPO 1)")

@@ -480,7 +480,8 @@ def _model_names() -> str:
     """The built-in names a trainer's ``model`` takes, for the errors that list them: the presets
     and ``drrn``, the fast action-scoring policy, which a trainer builds itself (``load_model``
     does not: it is no language model), so a reader of ``--model`` errors finds it too."""
-    return f"a preset ({', '.join(MODEL_PRESETS)}), {' or '.join(ACTION_SCORER_MODELS)} (a trainer's fast action-scoring policy)"
+    plain, memory = ACTION_SCORER_MODELS
+    return f"a preset ({', '.join(MODEL_PRESETS)}), {plain} (a trainer's fast action-scoring policy) or {memory} (the same with an episode memory)"
 
 
 def _not_available(name: str, why: str) -> ModelNotAvailableError:
