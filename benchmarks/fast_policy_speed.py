@@ -10,6 +10,7 @@ core would do.
     python benchmarks/fast_policy_speed.py                 # 6 iterations of 8 groups x 4
     python benchmarks/fast_policy_speed.py --iterations 3 --envs rspo/ALFWorld-v0
     python benchmarks/fast_policy_speed.py --baseline-src ../rspo_gym-before   # before / after
+    python benchmarks/fast_policy_speed.py --models drrn drrn-memory            # the memory's cost
 
 ``--baseline-src`` names a checkout of another commit (``git worktree add --detach PATH COMMIT``):
 each cell is measured there first, in a subprocess with ``PYTHONPATH`` pointing to it, then here,
@@ -37,10 +38,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from common import peak_rss_mb, write_json  # noqa: E402
 
 
-def measure(env_id: str, algo: str, iterations: int, groups: int, group_size: int) -> dict:
+def measure(env_id: str, algo: str, iterations: int, groups: int, group_size: int, model: str = "drrn") -> dict:
     from rspo_gym.algos import GRPOTrainer, RSPOTrainer
 
-    common = dict(model="drrn", num_groups=groups, group_size=group_size, eval_every=0, progress=False, seed=0, learning_rate=1e-3,
+    common = dict(model=model, num_groups=groups, group_size=group_size, eval_every=0, progress=False, seed=0, learning_rate=1e-3,
                   micro_batch_size=64)  # the fast preset's: one pass per mini-batch
     with tempfile.TemporaryDirectory() as out:
         if algo == "grpo":
@@ -56,7 +57,7 @@ def measure(env_id: str, algo: str, iterations: int, groups: int, group_size: in
     collect = sum(row["time/collect_s"] for row in history)
     update = sum(row["time/update_s"] for row in history)
     return {
-        "env": env_id, "algo": algo, "iterations": iterations, "env_steps": steps,
+        "env": env_id, "algo": algo, "model": model, "iterations": iterations, "env_steps": steps,
         "collect_s": collect, "update_s": update, "steps_per_s": steps / (collect + update),
         "collect_steps_per_s": steps / collect, "success": history[-1]["rollout/success"],
         "steps_per_cpu_s": steps / (cpu[-1] - cpu[0]),
@@ -82,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", nargs="+", default=["rspo/ALFWorld-v0", "rspo/WebShop-v0"])
     parser.add_argument("--algos", nargs="+", default=["grpo", "rspo"], choices=["grpo", "rspo"])
+    parser.add_argument("--models", nargs="+", default=["drrn"], choices=["drrn", "drrn-memory"],
+                        help="fast policies to measure; with both, the table adds memory / plain (a baseline checkout: drrn only)")
     parser.add_argument("--iterations", type=int, default=6)
     parser.add_argument("--groups", type=int, default=8)
     parser.add_argument("--group-size", type=int, default=4)
@@ -94,22 +97,32 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    cells = [(env, algo) for env in args.envs for algo in args.algos]
+    if args.baseline_src is not None and args.models != ["drrn"]:
+        parser.error("--baseline-src measures the plain drrn only: leave out --models")
+    cells = [(env, algo, model) for env in args.envs for algo in args.algos for model in args.models]
     sizes = (args.iterations, args.groups, args.group_size)
     baseline: list[dict] = []
     rows: list[dict] = []
-    for env, algo in cells:
+    for env, algo, model in cells:
         if args.baseline_src is not None:
             baseline.append(measure_at(args.baseline_src, env, algo, *sizes))
-        rows.append(measure(env, algo, *sizes))
+        rows.append(measure(env, algo, *sizes, model))
         if Path(rows[-1]["src"]) != args.src.resolve():
             raise RuntimeError(f"measured rspo_gym from {rows[-1]['src']}, not {args.src.resolve()}")
-    print("| env | algorithm | env steps | collect s | update s | env steps/s (train) | env steps/s (collect only) | env steps per CPU second (train) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| env | algorithm | model | env steps | collect s | update s | env steps/s (train) | env steps/s (collect only) | env steps per CPU second (train) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['env']} | {r['algo']} | {r['env_steps']} | {r['collect_s']:.2f} | {r['update_s']:.2f} | "
+        print(f"| {r['env']} | {r['algo']} | {r['model']} | {r['env_steps']} | {r['collect_s']:.2f} | {r['update_s']:.2f} | "
               f"{r['steps_per_s']:.0f} | {r['collect_steps_per_s']:.0f} | {r['steps_per_cpu_s']:.0f} |")
     result = {"threads": 1, "groups": args.groups, "group_size": args.group_size, "rows": rows}
+    if len(args.models) == 2:
+        pairs = [(plain, memory) for plain, memory in zip(rows[::2], rows[1::2])]
+        print("\n| env | algorithm | env steps per CPU second, drrn | drrn-memory | memory / plain |")
+        print("|---|---|---|---|---|")
+        for plain, memory in pairs:
+            print(f"| {plain['env']} | {plain['algo']} | {plain['steps_per_cpu_s']:.0f} | {memory['steps_per_cpu_s']:.0f} | "
+                  f"{memory['steps_per_cpu_s'] / plain['steps_per_cpu_s']:.2f} |")
+        result["memory_over_plain_per_cpu_s"] = [m["steps_per_cpu_s"] / p["steps_per_cpu_s"] for p, m in pairs]
     if baseline:
         print("\n| env | algorithm | env steps per CPU second, baseline | this checkout | ratio |")
         print("|---|---|---|---|---|")
