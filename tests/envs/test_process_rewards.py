@@ -89,6 +89,15 @@ def test_alfworld_take_put_loop_pays_pickup_every_time():
     assert sum(p for p, _ in _pay(_scene_env(tiny_kitchen(), "pickup"), loop)) == pytest.approx(5.0)
 
 
+def test_alfworld_sub_goal_events_pay_once_per_key_with_once():
+    """``once=True`` makes the sub-goal events a first-time bonus: the take/put and open/close loops
+    pay their first event only, a second object or receptacle pays again."""
+    loop = ["go to countertop 1"] + ["take apple 1 from countertop 1", "move apple 1 to countertop 1"] * 5
+    assert [p for p, _ in _pay(_scene_env(tiny_kitchen(), "pickup", once=True), loop)] == [0.0, 1.0] + [0.0] * 9
+    paid = _pay(_scene_env(tiny_kitchen(), "events", once=True), HEAT_APPLE + ["close fridge 1", "open fridge 1"])
+    assert [p for p, _ in paid] == [0.0, 1.0, 0.0, 1.0, 0.0, 0.5, 0.0, 0.0, 1.0, 0.0, 0.0]  # the fridge's second open is unpaid
+
+
 def test_alfworld_untreated_target_placed_still_pays_place():
     """The misalignment ``place`` documents: an unheated apple in the fridge pays, and does not win."""
     env = _scene_env(tiny_kitchen(), "place")
@@ -175,6 +184,20 @@ def test_webshop_product_option_and_price_events_on_the_target():
         assert first == [(1.0, ("option",)), (1.0, ("option",))]
     again = _pay(env, ["click[< prev]", target])
     assert again[1][1] == info["process_events"] and again[1][0] == pytest.approx(info["process_reward"])
+
+
+def test_webshop_option_and_product_pay_once_per_key_with_once():
+    env, goal = _shop("events", once=True)
+    env.step(f"search[{goal.instruction_text[:200]}]")
+    target = _target_click(env)
+    if target not in env.unwrapped.session.admissible_actions():
+        pytest.skip("the target is not on the first results page of this catalog")
+    *_, info = env.step(target)
+    assert "product" in info["process_events"] and info["process_reward"] > 0
+    wanted = [a for a in env.unwrapped.session.admissible_actions() if any(str(o).lower() in a for o in goal.options)]
+    assert wanted, "the target product offers the goal's options"
+    assert _pay(env, [wanted[0], wanted[0]]) == [(1.0, ("option",)), (0.0, ())]  # the repeat click is unpaid
+    assert _pay(env, ["click[< prev]", target]) == [(0.0, ()), (0.0, ())]  # reopening the product too
 
 
 def test_a_trainer_refuses_an_unknown_process_reward_or_event_weight_in_one_line():
