@@ -39,6 +39,23 @@ curves and ``summary.json``.
     python benchmarks/rspo_matrix.py --preset pilot --lr 1e-4 --seeds 0 1                           # settings pilot
     python benchmarks/rspo_matrix.py --preset pilot --set filter_groups=true --out results/pilot-filter
     python benchmarks/rspo_matrix.py --preset pilot --task-type pick_and_place_simple --out results/pilot-pick
+
+The regimes study (``--preset regimes``): does RSPO's advantage depend on where training starts
+and on the policy? A *regime* is (start, policy): start ``untrained`` or ``clone-<episodes>``
+(``EnvPlan.clone``), policy the trainer's ``model`` (``drrn``, ``drrn-memory``), named
+``<start>-<policy>`` (e.g. ``clone-50-drrn-memory``). ALFWorld runs ``drrn-memory`` from
+``untrained``, ``clone-25``, ``clone-50`` and ``clone-200`` at GRPO's ALFWorld settings; WebShop
+both policies ``untrained``. The arms (``REGIME_ARMS``) add a ``helpful`` process reward
+(``HELPFUL``: per env a name, ``once`` and weights; ``--helpful ENV=NAME[:once]`` overrides it) to
+the misaligned ``events``. A regime's files are ``cells/<env>-<regime>-<base>-<arm>-seed<k>.json``,
+``starts/<env>-<regime>-seed<k>.json`` and ``clones/<env>-clone<episodes>x<epochs>-<policy>-seed<k>.pt``;
+its cells and starts record ``"regime": {"start": ..., "policy": ...}``, its cells the process
+reward's ``once`` and, per training iteration, ``"groups": [[learner steps, groups/all_fail,
+groups/explorer_wins, groups/explorer_rescued], ...]``.
+
+    python benchmarks/rspo_matrix.py --preset regimes --jobs 2                        # the whole study
+    python benchmarks/rspo_matrix.py --preset regimes --regimes clone-50-drrn-memory untrained-drrn --bases grpo --seeds 0 1
+    python benchmarks/rspo_matrix.py --preset regimes --envs rspo/WebShop-v0 --helpful WebShop-v0=events:once --out results/regimes-events
 """
 
 from __future__ import annotations
@@ -66,18 +83,46 @@ PROCESS = {"aligned": {ALFWORLD: "milestones", WEBSHOP: "score"}, "misaligned": 
 
 
 @dataclass(frozen=True)
+class ProcessChoice:
+    """A process reward as the trainer takes it: ``process_reward``, ``process_once``, ``process_weights``."""
+
+    name: str
+    once: bool = False
+    """Pay each event only the first time in an episode (per-event rewards)."""
+    weights: dict | None = field(default=None, hash=False)
+    """Event weights over the reward's defaults (None: the defaults)."""
+
+
+#: The ``helpful`` role's process reward per env: a per-event reward paid once per event, which
+#: rewards steps towards the goal without being farmable. Placeholders the regimes pilot settles;
+#: a run overrides them with ``--helpful ENV=NAME[:once]``.
+HELPFUL = {ALFWORLD: ProcessChoice("pickup", once=True), WEBSHOP: ProcessChoice("option", once=True)}
+
+
+@dataclass(frozen=True)
 class Arm:
     """What one cell trains: the learner's reward, the RSPO swap (if any), the process reward's role."""
 
     kind: str
     """``outcome``, ``dense``, ``rspo-explorer`` or ``rspo-rank`` (the ``summary.json`` arm)."""
     role: str | None = None
-    """``aligned`` or ``misaligned`` (``PROCESS``); None: no process reward reaches training."""
+    """``aligned`` or ``misaligned`` (``PROCESS``), ``helpful`` (``HELPFUL``, or the plan's
+    ``EnvPlan.helpful``); None: no process reward reaches training."""
     sync: int = 5
     """The explorer's ``explorer_sync_every`` (0: never)."""
 
-    def process_reward(self, env_id: str) -> str | None:
-        return PROCESS[self.role][env_id] if self.role else None
+    def process(self, env_id: str, helpful: ProcessChoice | None = None) -> ProcessChoice | None:
+        """The process reward this arm trains with on ``env_id`` (``helpful``: the plan's choice
+        for the ``helpful`` role; None: ``HELPFUL``'s)."""
+        if not self.role:
+            return None
+        if self.role == "helpful":
+            return helpful or HELPFUL[env_id]
+        return ProcessChoice(PROCESS[self.role][env_id])
+
+    def process_reward(self, env_id: str, helpful: ProcessChoice | None = None) -> str | None:
+        choice = self.process(env_id, helpful)
+        return choice.name if choice else None
 
     @property
     def has_explorer(self) -> bool:
@@ -93,8 +138,13 @@ ARMS = {
     "rank-misaligned": Arm("rspo-rank", "misaligned"),
     "explorer-misaligned-sync20": Arm("rspo-explorer", "misaligned", sync=20),
     "explorer-misaligned-sync0": Arm("rspo-explorer", "misaligned", sync=0),
+    "dense-helpful": Arm("dense", "helpful"),
+    "explorer-helpful": Arm("rspo-explorer", "helpful"),
+    "rank-helpful": Arm("rspo-rank", "helpful"),
 }
-MAIN_ARMS = tuple(list(ARMS)[:6])
+MAIN_ARMS = ("outcome", "dense-aligned", "dense-misaligned", "explorer-misaligned", "explorer-aligned", "rank-misaligned")
+REGIME_ARMS = ("outcome", "dense-helpful", "dense-misaligned", "explorer-helpful", "explorer-misaligned", "rank-helpful", "rank-misaligned")
+"""The arms of the regimes study."""
 SYNC_ARMS = ("explorer-misaligned", "explorer-misaligned-sync20", "explorer-misaligned-sync0")
 
 
@@ -120,6 +170,27 @@ class EnvPlan:
     bases: dict = field(default_factory=dict)
     """Per base, the fields it sets otherwise (``trainer`` merged into the plan's), e.g. a
     learning rate and budget its own pilot chose; a base without an entry uses the plan as is."""
+    model: str = "drrn"
+    """The trainer's ``model`` (the policy): ``drrn`` or ``drrn-memory``."""
+    regime: bool = False
+    """A plan of the regimes study: its cells, starts and clones are named by its regime
+    (``regime_name``) and record it (``regime_info``) and the trainer's group outcomes."""
+    helpful: ProcessChoice | None = None
+    """The ``helpful`` role's process reward here (None: ``HELPFUL``'s for the env)."""
+
+    @property
+    def start(self) -> str:
+        """``untrained`` or ``clone-<episodes>``."""
+        return f"clone-{self.clone[0]}" if self.clone[0] else "untrained"
+
+    @property
+    def regime_info(self) -> dict:
+        """What a regime cell records: ``{"start": ..., "policy": ...}``."""
+        return {"start": self.start, "policy": self.model}
+
+    @property
+    def regime_name(self) -> str:
+        return regime_name(self.regime_info)
 
     def for_base(self, base: str) -> "EnvPlan":
         """The plan ``base``'s cells train and are measured under."""
@@ -130,6 +201,8 @@ class EnvPlan:
         """These trainer settings and fields for every base (a pilot's): a base's own value of
         any of them gives way."""
         trainer = trainer or {}
+        if "model" in trainer:  # ``--set model=...``: the policy of every cell
+            fields = {**fields, "model": trainer["model"]}
 
         def without(own: dict) -> dict:
             kept = {k: v for k, v in own.items() if k not in fields}
@@ -141,6 +214,30 @@ class EnvPlan:
     def episode_counts(self) -> list[int]:
         """Every base's held-out episodes per task: the starts are measured at each."""
         return sorted({self.heldout_episodes, *(own.get("heldout_episodes", self.heldout_episodes) for own in self.bases.values())})
+
+
+def regime_name(regime: dict) -> str:
+    """``<start>-<policy>``, e.g. ``clone-50-drrn-memory``: the name in file names and ``--regimes``."""
+    return f"{regime['start']}-{regime['policy']}"
+
+
+def env_of(key: str) -> str:
+    """The env id of a plan key: the env id itself, or ``<env id>@<regime name>``."""
+    return key.split("@", 1)[0]
+
+
+def short(key: str) -> str:
+    """A plan key in file names: ``ALFWorld-v0`` or ``ALFWorld-v0-<regime name>``."""
+    return key.split("/")[-1].replace("@", "-")
+
+
+def regimes(env_id: str, plans) -> dict:
+    """``{"<env id>@<regime name>": plan}`` of regime plans (``regime`` set on each)."""
+    out = {}
+    for plan in plans:
+        plan = replace(plan, regime=True)
+        out[f"{env_id}@{plan.regime_name}"] = plan
+    return out
 
 
 TYPED_POOL = 1000
@@ -167,7 +264,7 @@ class Plan:
     """The whole matrix."""
 
     envs: dict
-    """env id -> ``EnvPlan``."""
+    """plan key -> ``EnvPlan``: the env id, or ``<env id>@<regime name>`` for a regime plan."""
     cells: tuple
     """``(base, seeds, arms)`` entries; a base may have several (the sync sweep runs on fewer seeds)."""
     fractions: tuple[float, ...] = (1 / 3, 2 / 3, 1.0)
@@ -196,6 +293,22 @@ ENVS = {
                       bases={"grpo": GRPO_ALFWORLD}),
     WEBSHOP: EnvPlan(24_000, COMMON, heldout=(("test", 200),)),
 }
+
+
+def _regime_plans() -> dict:
+    """The regimes study: ALFWorld with the memory policy from four starts (GRPO's ALFWorld
+    settings: 128k learner steps, lr 1e-4, 4 held-out episodes per task, for every base);
+    WebShop untrained with either policy (24k steps, as the matrix)."""
+    alfworld = ENVS[ALFWORLD].for_base("grpo")
+    memory = {**alfworld.trainer, "model": "drrn-memory"}
+    out = regimes(ALFWORLD, [replace(alfworld, trainer=memory, model="drrn-memory", clone=clone)
+                             for clone in ((0, 0), (25, 10), (50, 10), (200, 10))])
+    out.update(regimes(WEBSHOP, [replace(ENVS[WEBSHOP], trainer={**COMMON, "model": model}, model=model)
+                                 for model in ("drrn", "drrn-memory")]))
+    return out
+
+
+_MICRO = {**COMMON, "num_groups": 2, "group_size": 2, "max_turns": 5}
 PLANS = {
     "matrix": Plan(ENVS, (("grpo", tuple(range(10)), MAIN_ARMS), ("ppo", tuple(range(5)), MAIN_ARMS),
                           ("gigpo", tuple(range(5)), MAIN_ARMS), ("grpo", tuple(range(5)), SYNC_ARMS[1:]))),
@@ -206,13 +319,21 @@ PLANS = {
                                      heldout=(("valid_seen", 3),)),
                    WEBSHOP: EnvPlan(40, {**COMMON, "num_groups": 2, "group_size": 2, "max_turns": 5}, heldout=(("test", 3),))},
                   (("grpo", (0,), ("outcome", "explorer-misaligned", "rank-misaligned")), ("ppo", (0,), ("explorer-misaligned",)))),
+    # the regimes study: start (untrained / a partial clone) x policy (drrn / drrn-memory), helpful rewards
+    "regimes": Plan(_regime_plans(), (("grpo", tuple(range(10)), REGIME_ARMS), ("ppo", tuple(range(5)), REGIME_ARMS),
+                                      ("gigpo", tuple(range(5)), REGIME_ARMS))),
+    # seconds: the regimes pipeline (tests); the plain drrn in both regimes
+    "micro-regimes": Plan(regimes(ALFWORLD, [EnvPlan(60, _MICRO, clone=clone, heldout=(("valid_seen", 2),)) for clone in ((0, 0), (2, 1))]),
+                          (("grpo", (0, 1), ("outcome", "dense-helpful", "explorer-helpful")),)),
 }
 
 def make_trainer(env_id: str, base: str, arm: Arm, seed: int, plan: EnvPlan, output_dir: str | None = None):
     """The trainer of one cell."""
     from rspo_gym.algos import GiGPOTrainer, GRPOTrainer, PPOTrainer, RSPOTrainer
 
-    settings = dict(plan.trainer, seed=seed, dense_outcome="outcome", process_reward=arm.process_reward(env_id),
+    process = arm.process(env_id, plan.helpful)
+    settings = dict(plan.trainer, model=plan.model, seed=seed, dense_outcome="outcome", process_reward=process.name if process else None,
+                    process_once=bool(process and process.once), process_weights=dict(process.weights or {}) if process else {},
                     env_kwargs={"split": "train"} if env_id == WEBSHOP else {}, output_dir=output_dir)
     if plan.task_type:
         settings["train_task_ids"] = typed_train_tasks(plan)[0]
@@ -238,13 +359,22 @@ def start_policy(trainer, env_id: str, seed: int, plan: EnvPlan, cache: Path | N
     episodes, epochs = plan.clone
     if not episodes:
         return
-    path = cache / f"{env_id.split('/')[-1]}-seed{seed}.pt" if cache is not None else None
+    path = cache / clone_name(env_id, seed, plan) if cache is not None else None
     task_ids = typed_train_tasks(plan)[1] if plan.task_type else None
     partial_clone(trainer.policy, env_id, episodes, epochs, seed=seed, history_length=trainer.config.history_length,
                   cache=path, task_ids=task_ids)
     if getattr(trainer, "explorer", None) is not None:
         trainer.sync_explorer()
     trainer.reset_reference()  # a KL reference (kl_coef > 0) anchors the start, not the untrained policy
+
+
+def clone_name(env_id: str, seed: int, plan: EnvPlan) -> str:
+    """The cached clone's file: ``<env>-seed<k>.pt`` (the matrix's plans), or per (clone episodes,
+    epochs, policy, seed) for a regime plan, ``<env>-clone<episodes>x<epochs>-<model>-seed<k>.pt``."""
+    if not plan.regime:
+        return f"{env_id.split('/')[-1]}-seed{seed}.pt"
+    episodes, epochs = plan.clone
+    return f"{env_id.split('/')[-1]}-clone{episodes}x{epochs}-{plan.model}-seed{seed}.pt"
 
 
 def heldout(trainer, env_id: str, plan: EnvPlan, temperature: float) -> list[list]:
@@ -281,18 +411,20 @@ def _evaluation(trainer, env_id: str, plan: EnvPlan, temperature: float, learner
             "success": sum(r[2] for r in per_task) / n, "score": sum(r[3] for r in per_task) / n, "per_task": per_task}
 
 
-def run_cell(env_id: str, base: str, arm_name: str, seed: int, plan: Plan, cache: Path | None = None) -> dict:
-    """Train one cell, evaluating it at every point of the plan (run in a fresh worker process)."""
+def run_cell(key: str, base: str, arm_name: str, seed: int, plan: Plan, cache: Path | None = None) -> dict:
+    """Train one cell of plan key ``key``, evaluating it at every point of the plan (run in a fresh
+    worker process)."""
     import tempfile
 
     import torch
 
     torch.set_num_threads(1)
-    arm, env_plan = ARMS[arm_name], plan.envs[env_id].for_base(base)
+    env_id = env_of(key)
+    arm, env_plan = ARMS[arm_name], plan.envs[key].for_base(base)
     started = time.perf_counter()
     budget = env_plan.learner_steps
     points = [round(f * budget) for f in plan.fractions]
-    evals, train_curve, counted = [], [], {"learner": 0, "total": 0}
+    evals, train_curve, groups, counted = [], [], [], {"learner": 0, "total": 0}
     with tempfile.TemporaryDirectory() as out:
         trainer = make_trainer(env_id, base, arm, seed, env_plan, output_dir=out)
         start_policy(trainer, env_id, seed, env_plan, cache)
@@ -304,6 +436,7 @@ def run_cell(env_id: str, base: str, arm_name: str, seed: int, plan: Plan, cache
             train_curve.append([counted["learner"], counted["total"], metrics["rollout/success"], metrics["rollout/score"],
                                 metrics["rollout/process_events"], metrics["rollout/process_return"],
                                 metrics.get("explorer/success"), metrics.get("explorer/process_events")])
+            groups.append([counted["learner"], *(metrics.get(f"groups/{k}") for k in ("all_fail", "explorer_wins", "explorer_rescued"))])
             while points and counted["learner"] >= points[0]:
                 if points[0] == budget:  # the final point also at verl-agent's validation temperature
                     evals.append(_evaluation(trainer, env_id, env_plan, plan.final_temperature, counted["learner"], counted["total"]))
@@ -313,39 +446,50 @@ def run_cell(env_id: str, base: str, arm_name: str, seed: int, plan: Plan, cache
 
         trainer.learn(10**6, callback=after_iteration)
         trainer.close()
-    return {"env": env_id, "base": base, "arm": arm_name, "kind": arm.kind, "process_reward": arm.process_reward(env_id),
-            "sync": arm.sync if arm.has_explorer else None, "seed": seed, "learner_steps": counted["learner"],
-            "total_steps": counted["total"], "evals": evals, "train_curve": train_curve,
-            "seconds": time.perf_counter() - started, "peak_rss_mb": peak_rss_mb()}
+    process = arm.process(env_id, env_plan.helpful)
+    record = {"env": env_id, **({"regime": env_plan.regime_info} if env_plan.regime else {}), "base": base, "arm": arm_name,
+              "kind": arm.kind, "process_reward": process.name if process else None}
+    if env_plan.regime or arm.role == "helpful":  # the matrix's arms' cells as they were
+        record["process_once"] = bool(process and process.once)
+        if process and process.weights:
+            record["process_weights"] = dict(process.weights)
+    record.update({"sync": arm.sync if arm.has_explorer else None, "seed": seed, "learner_steps": counted["learner"],
+                   "total_steps": counted["total"], "evals": evals, "train_curve": train_curve})
+    if env_plan.regime:
+        record["groups"] = groups
+    return {**record, "seconds": time.perf_counter() - started, "peak_rss_mb": peak_rss_mb()}
 
 
-def evaluate_start(env_id: str, seed: int, plan: Plan, cache: Path | None = None, episode_counts: tuple[int, ...] = (1,)) -> dict:
+def evaluate_start(key: str, seed: int, plan: Plan, cache: Path | None = None, episode_counts: tuple[int, ...] = (1,)) -> dict:
     """The seed's starting policy, held out as the cells are (both temperatures), at each of
     ``episode_counts`` episodes per task (the bases' own, ``EnvPlan.episode_counts``). The start
     is the env plan's: a base's own settings are training settings, not a different start."""
     import torch
 
     torch.set_num_threads(1)
-    env_plan = plan.envs[env_id]
+    env_id, env_plan = env_of(key), plan.envs[key]
     trainer = make_trainer(env_id, "grpo", ARMS["outcome"], seed, env_plan)
     start_policy(trainer, env_id, seed, env_plan, cache)
     evals = [_evaluation(trainer, env_id, replace(env_plan, heldout_episodes=k), t, 0, 0)
              for k in episode_counts for t in (plan.curve_temperature, plan.final_temperature)]
     trainer.close()
-    return {"env": env_id, "base": "start", "arm": "start", "kind": "start", "process_reward": None, "seed": seed, "evals": evals}
+    return {"env": env_id, **({"regime": env_plan.regime_info} if env_plan.regime else {}), "base": "start", "arm": "start",
+            "kind": "start", "process_reward": None, "seed": seed, "evals": evals}
 
 
-def cell_path(out: Path, env_id: str, base: str, arm: str, seed: int) -> Path:
-    return out / "cells" / f"{env_id.split('/')[-1]}-{base}-{arm}-seed{seed}.json"
+def cell_path(out: Path, key: str, base: str, arm: str, seed: int) -> Path:
+    """``cells/<env>-<base>-<arm>-seed<k>.json``; a regime plan's ``cells/<env>-<regime>-<base>-<arm>-seed<k>.json``."""
+    return out / "cells" / f"{short(key)}-{base}-{arm}-seed{seed}.json"
 
 
-def start_path(out: Path, env_id: str, seed: int) -> Path:
-    return out / "starts" / f"{env_id.split('/')[-1]}-seed{seed}.json"
+def start_path(out: Path, key: str, seed: int) -> Path:
+    """``starts/<env>-seed<k>.json``; a regime plan's ``starts/<env>-<regime>-seed<k>.json``."""
+    return out / "starts" / f"{short(key)}-seed{seed}.json"
 
 
-def start_episode_counts(out: Path, env_id: str, seed: int) -> set[int]:
+def start_episode_counts(out: Path, key: str, seed: int) -> set[int]:
     """The episodes per task the seed's start has been measured at (none: not yet)."""
-    path = start_path(out, env_id, seed)
+    path = start_path(out, key, seed)
     return {e.get("episodes", 1) for e in json.loads(path.read_text())["evals"]} if path.exists() else set()
 
 
@@ -357,15 +501,57 @@ def load_results(out: Path) -> tuple[list[dict], list[dict]]:
     return read("cells"), read("starts")
 
 
+def parse_helpful(values: list[str]) -> dict[str, ProcessChoice]:
+    """``--helpful ENV=NAME[:once]`` (ENV: ``ALFWorld-v0`` or ``rspo/ALFWorld-v0``) -> env id -> choice."""
+    from rspo_gym.envs import process_rewards
+
+    ids = {e.split("/")[-1].lower(): e for e in (ALFWORLD, WEBSHOP)} | {e.lower(): e for e in (ALFWORLD, WEBSHOP)}
+    out = {}
+    for value in values:
+        env, _, spec = value.partition("=")
+        name, _, flag = spec.partition(":")
+        if env.lower() not in ids or not name or flag not in ("", "once"):
+            raise ValueError(f"--helpful {value!r}: expected ENV=NAME[:once] with ENV one of {sorted({*ids.values()})}")
+        env_id = ids[env.lower()]
+        if name not in process_rewards(env_id):
+            raise ValueError(f"--helpful {value!r}: {env_id}'s process rewards are {sorted(process_rewards(env_id))}")
+        out[env_id] = ProcessChoice(name, once=flag == "once")
+    return out
+
+
+def select_regimes(envs: dict, names: list[str]) -> dict:
+    """The regime plans among ``envs`` whose regime name, start or policy is one of ``names``
+    (plans without a regime are kept); a name matching none is an error."""
+    matched = {n: False for n in names}
+    kept = {}
+    for key, plan in envs.items():
+        hits = {plan.regime_name, plan.start, plan.model} & set(names) if plan.regime else set()
+        for n in hits:
+            matched[n] = True
+        if not plan.regime or hits:
+            kept[key] = plan
+    unknown = [n for n, hit in matched.items() if not hit]
+    if unknown:
+        known = sorted({p.regime_name for p in envs.values() if p.regime})
+        raise ValueError(f"--regimes {' '.join(unknown)}: no such regime, start or policy (regimes: {', '.join(known) or 'none in this preset'})")
+    return kept
+
+
 def _select(plan: Plan, args: argparse.Namespace) -> Plan:
-    envs = {e: p for e, p in plan.envs.items() if not args.envs or e in args.envs}
+    envs = {e: p for e, p in plan.envs.items() if not args.envs or env_of(e) in args.envs}
+    if args.regimes:
+        envs = select_regimes(envs, args.regimes)
     settings = {**({"learning_rate": args.lr} if args.lr is not None else {}), **_config_overrides(args.set)}
     fields = {**({"learner_steps": args.steps} if args.steps is not None else {}),
               **({"heldout_episodes": args.heldout_episodes} if args.heldout_episodes is not None else {})}
     if settings or fields:
         envs = {e: p.overridden(settings, **fields) for e, p in envs.items()}
     if args.task_type:
-        envs = {e: replace(p, task_type=args.task_type) if e == ALFWORLD else p for e, p in envs.items()}
+        envs = {e: replace(p, task_type=args.task_type) if env_of(e) == ALFWORLD else p for e, p in envs.items()}
+    if args.helpful:
+        helpful = parse_helpful(args.helpful)
+        envs = {e: replace(p, helpful=helpful[env_of(e)]) if env_of(e) in helpful else p for e, p in envs.items()}
+    envs = {f"{env_of(e)}@{p.regime_name}" if p.regime else e: p for e, p in envs.items()}  # --set model=... renames a regime
     cells = []
     for base, seeds, arms in plan.cells:
         if args.bases and base not in args.bases:
@@ -391,8 +577,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heldout-episodes", type=int, default=None, help="episodes per held-out task, averaged (pilots)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="any trainer setting of every cell, as `rspo-gym train --set` (pilots; repeatable)")
+    parser.add_argument("--regimes", nargs="+", default=None, metavar="NAME",
+                        help="only these regimes (a regime's name, e.g. clone-50-drrn-memory, or a start or policy: "
+                             "untrained, drrn-memory) of a regimes preset")
+    parser.add_argument("--helpful", action="append", default=[], metavar="ENV=NAME[:once]",
+                        help="the helpful arms' process reward on ENV (e.g. ALFWorld-v0=events:once; repeatable); "
+                             "default HELPFUL. Use another --out when changing it: finished cells are not rerun")
     args = parser.parse_args(argv)
-    plan = _select(PLANS[args.preset], args)
+    try:
+        plan = _select(PLANS[args.preset], args)
+    except ValueError as error:
+        parser.error(str(error))
     out = args.out or Path("results/rspo_matrix") / args.preset
     for folder in ("cells", "starts", "clones"):
         (out / folder).mkdir(parents=True, exist_ok=True)

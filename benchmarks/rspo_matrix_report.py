@@ -17,11 +17,26 @@ Writes ``summary.json`` (``rows`` and ``differences``, the headline), ``details.
 ``tables.md`` and ``heldout_<env>.png`` (held-out curves with 95 % bands) into ``--out``.
 
     python benchmarks/rspo_matrix_report.py results/rspo_matrix/matrix --out docs/results_fast
+
+The regimes study (``--preset regimes``, or any preset whose plans are regimes) is grouped by
+(env, regime, base, arm), compared by ``REGIME_COMPARISONS`` (a comparison needs 2 paired seeds,
+so a partial run reports what it has), and written as ``details_regimes.json``,
+``tables_regimes.md`` and ``heldout_regimes_<env>.png`` (a panel per regime and base). Its
+``summary.json`` rows and differences carry ``"regime": {"start": ..., "policy": ...}``, with
+metrics ``success`` (WebShop also ``score``) at the budget's end, ``auc_success`` (``auc_score``),
+and, per arm, the mean over training iterations of the update's group outcomes:
+``all_fail_share`` and, for explorer arms, ``explorer_win_share`` and ``explorer_rescued_share``
+(a bootstrap over seeds). A helpful reward paid once per event reads ``<name>:once`` in
+``process_reward``. ``--merge-summary`` merges into an existing ``summary.json``: the rows and
+differences of the run's kind (with ``regime`` or without) are replaced, the others kept:
+
+    python benchmarks/rspo_matrix_report.py results/rspo_matrix/regimes --preset regimes --out docs/results_fast --merge-summary
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -32,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import write_json  # noqa: E402
 from rspo_gym.intervals import bootstrap_mean_ci, paired_difference_ci  # noqa: E402
-from rspo_matrix import ARMS, BASES, MAIN_ARMS, PLANS, load_results  # noqa: E402
+from rspo_matrix import ARMS, BASES, MAIN_ARMS, PLANS, REGIME_ARMS, env_of, load_results, regime_name  # noqa: E402
 
 #: (a, b) arm pairs whose paired difference a - b is reported, per base.
 COMPARISONS = (
@@ -50,7 +65,21 @@ COMPARISONS = (
     ("explorer-misaligned-sync20", "explorer-misaligned"),
     ("explorer-misaligned-sync0", "explorer-misaligned"),
 )
+#: The regimes study's comparisons (per env, regime and base).
+REGIME_COMPARISONS = (
+    ("outcome", "start"),
+    ("dense-helpful", "outcome"),
+    ("dense-misaligned", "outcome"),
+    ("explorer-helpful", "outcome"),
+    ("explorer-helpful", "dense-helpful"),
+    ("explorer-misaligned", "outcome"),
+    ("explorer-misaligned", "dense-misaligned"),
+    ("rank-helpful", "outcome"),
+    ("rank-misaligned", "outcome"),
+)
 COLUMNS = {"success": 2, "score": 3, "events": 4}
+#: ``summary.json`` metric -> the cells' ``groups`` column averaged over training iterations.
+SHARES = {"all_fail_share": 1, "explorer_win_share": 2, "explorer_rescued_share": 3}
 
 
 def metrics_of(env: str) -> tuple[str, ...]:
@@ -75,15 +104,29 @@ def _vector(evaluation: dict, metric: str) -> list[float]:
     return [float(row[COLUMNS[metric]]) for row in evaluation["per_task"]]
 
 
+def plan_key(record: dict) -> str:
+    """The plan key of a cell or start: its env, or ``<env>@<regime name>`` for a regime's."""
+    return record["env"] + (f"@{regime_name(record['regime'])}" if "regime" in record else "")
+
+
+def is_regime(key: str) -> bool:
+    return "@" in key
+
+
 class Matrix:
-    """Per (env, base, arm): each seed's record, with the start of that seed as arm ``start``."""
+    """Per (plan key, base, arm): each seed's record, with the start of that seed as arm ``start``.
+    A plan key is the env id, or ``<env id>@<regime name>`` for the regimes study's cells."""
 
     def __init__(self, cells: list[dict], starts: list[dict], plan) -> None:
         self.records: dict[tuple[str, str, str], dict[int, dict]] = {}
         for c in cells:
-            self.records.setdefault((c["env"], c["base"], c["arm"]), {})[c["seed"]] = c
-        self.starts = {(s["env"], s["seed"]): s for s in starts}
+            self.records.setdefault((plan_key(c), c["base"], c["arm"]), {})[c["seed"]] = c
+        self.starts = {(plan_key(s), s["seed"]): s for s in starts}
         self.plan = plan
+
+    def where(self, key: str) -> dict:
+        """A row's ``env`` (and ``regime``, for a regime's key)."""
+        return {"env": env_of(key), **({"regime": self.plan.envs[key].regime_info} if is_regime(key) else {})}
 
     def budget(self, env: str, base: str) -> int:
         return self.plan.envs[env].for_base(base).learner_steps
@@ -126,16 +169,18 @@ class Matrix:
         return out
 
 
-def _row(env, base, arm, process, seeds, metric, stats) -> dict:
-    return {"env": env, "base": base, "arm": arm, "process_reward": process, "seeds": len(seeds), "metric": metric,
+def _row(where: dict, base, arm, process, seeds, metric, stats) -> dict:
+    return {**where, "base": base, "arm": arm, "process_reward": process, "seeds": len(seeds), "metric": metric,
             "mean": stats[0], "ci_low": stats[1], "ci_high": stats[2]}
 
 
 def _describe(arm: str, cells: dict) -> tuple[str, str | None]:
+    """The ``summary.json`` arm and process reward (``name:once`` where paid once per event)."""
     if arm == "start":
         return "start", None
     any_cell = next(iter(cells.values()))
-    return any_cell["kind"], any_cell["process_reward"]
+    process = any_cell["process_reward"]
+    return any_cell["kind"], process + ":once" if process and any_cell.get("process_once") else process
 
 
 def view(m: Matrix, plan, view_name: str) -> tuple[list[dict], list[dict]]:
@@ -145,6 +190,7 @@ def view(m: Matrix, plan, view_name: str) -> tuple[list[dict], list[dict]]:
     temperature = plan.final_temperature if view_name == "final_t04" else plan.curve_temperature
     rows, diffs = [], []
     for env in envs:
+        regime = is_regime(env)
         for base in BASES:
             budget = m.budget(env, base)
             arms = ["start"] + [a for a in ARMS if m.seeds(env, base, a)]
@@ -156,17 +202,25 @@ def view(m: Matrix, plan, view_name: str) -> tuple[list[dict], list[dict]]:
                     return None if arm == "start" else m.auc(env, base, arm, seeds, metric, temperature, budget)
                 return m.matrix(env, base, arm, seeds, metric, temperature, budget, total=view_name == "equal_total")
 
+            def usable(arm: str, seeds: list[int]) -> list[int]:
+                """A regime's seeds (a partial run): those with a start where the view reads it."""
+                if regime and view_name == "auc":
+                    return [s for s in seeds if (env, s) in m.starts]
+                return seeds
+
             for arm in arms:
-                seeds = m.seeds(env, base, arm)
+                seeds = usable(arm, m.seeds(env, base, arm))
                 kind, process = _describe(arm, m.records.get((env, base, arm), {}))
                 for metric in metrics_of(env):
-                    values = data(arm, seeds, metric)
+                    values = data(arm, seeds, metric) if seeds else None
                     if values:
-                        rows.append({**_row(env, base, kind, process, seeds, metric, bootstrap_mean_ci(values)), "name": arm})
-            for a, b in COMPARISONS:
+                        rows.append({**_row(m.where(env), base, kind, process, seeds, metric, bootstrap_mean_ci(values)), "name": arm})
+            for a, b in REGIME_COMPARISONS if regime else COMPARISONS:
                 if a not in arms or b not in arms:
                     continue
-                seeds = sorted(set(m.seeds(env, base, a)) & set(m.seeds(env, base, b)))
+                seeds = usable(a, sorted(set(m.seeds(env, base, a)) & set(m.seeds(env, base, b))))
+                if regime and len(seeds) < 2:  # a partial run: no interval from one seed
+                    continue
                 for metric in metrics_of(env):
                     va, vb = (data(a, seeds, metric), data(b, seeds, metric)) if seeds else (None, None)
                     if not va or not vb:
@@ -174,7 +228,7 @@ def view(m: Matrix, plan, view_name: str) -> tuple[list[dict], list[dict]]:
                     diff, low, high = paired_difference_ci(va, vb)
                     ka, pa = _describe(a, m.records.get((env, base, a), {}))
                     kb, pb = _describe(b, m.records.get((env, base, b), {}))
-                    diffs.append({"env": env, "base": base, "a": {"arm": ka, "process_reward": pa}, "b": {"arm": kb, "process_reward": pb},
+                    diffs.append({**m.where(env), "base": base, "a": {"arm": ka, "process_reward": pa}, "b": {"arm": kb, "process_reward": pb},
                                   "metric": metric, "seeds": len(seeds), "mean": diff, "ci_low": low, "ci_high": high,
                                   "names": [a, b]})
     return rows, diffs
@@ -197,7 +251,35 @@ def farming(m: Matrix, plan) -> list[dict]:
                 values = m.matrix(env, base, arm, seeds, "events", plan.curve_temperature, m.budget(env, base))
                 if values:
                     mean, low, high = bootstrap_mean_ci(values)
-                    out.append({"env": env, "base": base, "name": arm, "seeds": len(seeds), "mean": mean, "ci_low": low, "ci_high": high})
+                    out.append({**m.where(env), "base": base, "name": arm, "seeds": len(seeds), "mean": mean, "ci_low": low, "ci_high": high})
+    return out
+
+
+def group_shares(m: Matrix, plan) -> list[dict]:
+    """Per (env, regime, base, arm) of the cells that log them (the regimes study's): the mean
+    over seeds of each seed's mean over training iterations of ``groups/all_fail`` (the share of
+    groups without a win: no outcome signal) and, for explorer arms, ``groups/explorer_wins``
+    (the share of wins the explorer played) and ``groups/explorer_rescued`` (the share of groups
+    whose only wins are the explorer's), with a bootstrap-over-seeds 95 % interval; rows in
+    ``summary.json``'s schema, metrics ``all_fail_share``, ``explorer_win_share``, ``explorer_rescued_share``."""
+    out = []
+    for env in _envs(m, plan):
+        for base in BASES:
+            for arm in ARMS:
+                cells = m.records.get((env, base, arm), {})
+                seeds = [s for s in sorted(cells) if cells[s].get("groups")]
+                if not seeds:
+                    continue
+                kind, process = _describe(arm, cells)
+                for metric, column in SHARES.items():
+                    if column > 1 and not ARMS[arm].has_explorer:
+                        continue
+                    per_seed = [[v[column] for v in cells[s]["groups"] if v[column] is not None] for s in seeds]
+                    used = [s for s, values in zip(seeds, per_seed) if values]
+                    if not used:
+                        continue
+                    values = [[float(np.mean(v))] for v in per_seed if v]
+                    out.append({**_row(m.where(env), base, kind, process, used, metric, bootstrap_mean_ci(values)), "name": arm})
     return out
 
 
@@ -208,6 +290,30 @@ def _public(rows: list[dict], diffs: list[dict]) -> tuple[list[dict], list[dict]
     rows = [{k: v for k, v in r.items() if k != "name"} for r in rows if r["name"] in keep]
     diffs = [{k: v for k, v in d.items() if k != "names"} for d in diffs if set(d["names"]) <= keep]
     return rows, diffs
+
+
+def _public_regimes(views: dict, shares: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The regimes study's rows and differences in ``summary.json``'s schema, each with its
+    ``regime``: final held-out ``success`` (WebShop also ``score``) at equal learner steps, the
+    area under the held-out curve as ``auc_success`` (``auc_score``), and the group shares."""
+    keep = set(REGIME_ARMS) | {"start"}
+
+    def public(items: list[dict], names: str, prefix: str = "") -> list[dict]:
+        chosen = [i for i in items if "regime" in i and (set(i[names]) <= keep if names == "names" else i[names] in keep)]
+        return [{**{k: v for k, v in i.items() if k != names}, "metric": prefix + i["metric"]} for i in chosen]
+
+    (final_rows, final_diffs), (auc_rows, auc_diffs) = views["final"], views["auc"]
+    rows = public(final_rows, "name") + public(auc_rows, "name", "auc_") + public(shares, "name")
+    return rows, public(final_diffs, "names") + public(auc_diffs, "names", "auc_")
+
+
+def merged(path: Path, rows: list[dict], diffs: list[dict], regimes: bool) -> dict:
+    """``summary.json`` at ``path`` with this report's kind of rows and differences (the regimes
+    study's, which carry ``regime``, or the others) replaced by ``rows`` and ``diffs``; the other
+    kind kept."""
+    old = json.loads(path.read_text()) if path.exists() else {"rows": [], "differences": []}
+    kept = {k: [i for i in old.get(k, []) if ("regime" in i) != regimes] for k in ("rows", "differences")}
+    return {"rows": kept["rows"] + rows, "differences": kept["differences"] + diffs}
 
 
 def _fmt(d: dict) -> str:
@@ -243,6 +349,68 @@ def tables(views: dict, farmed: list[dict], m: Matrix) -> str:
     return "\n".join(lines) + "\n"
 
 
+def regime_tables(views: dict, farmed: list[dict], shares: list[dict]) -> str:
+    """``tables_regimes.md``: the regimes study's results, per env, regime and base."""
+    def where(d: dict) -> str:
+        return f"{d['env']} | {regime_name(d['regime'])}"
+
+    lines = ["### Regimes: final held-out results (T = 1.0, equal learner env steps)", "",
+             "| env | regime | base | arm | process reward | seeds | metric | mean [95 % CI] | T = 0.4 | equal total steps | AUC (speed) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    index = {name: {(r["env"], regime_name(r["regime"]), r["base"], r["name"], r["metric"]): r for r in views[name][0]} for name in views}
+    for r in views["final"][0]:
+        key = (r["env"], regime_name(r["regime"]), r["base"], r["name"], r["metric"])
+        other = [index[v].get(key) for v in ("final_t04", "equal_total", "auc")]
+        lines.append(f"| {where(r)} | {r['base']} | {r['name']} | {r['process_reward'] or '–'} | {r['seeds']} | {r['metric']} | "
+                     f"{_fmt(r)} | " + " | ".join(_fmt(o) if o else "–" for o in other) + " |")
+    for name, title in (("final", "equal learner env steps, T = 1.0"), ("auc", "area under the held-out curve"),
+                        ("equal_total", "equal total env steps, T = 1.0"), ("final_t04", "equal learner env steps, T = 0.4")):
+        lines += ["", f"### Regimes, paired differences: {title}", "",
+                  "| env | regime | base | a − b | metric | seeds | difference [95 % CI] | verdict |", "|---|---|---|---|---|---|---|---|"]
+        for d in views[name][1]:
+            lines.append(f"| {where(d)} | {d['base']} | {d['names'][0]} − {d['names'][1]} | {d['metric']} | {d['seeds']} | {_fmt(d)} | {_verdict(d)} |")
+    lines += ["", "### Regimes: outcome signal in the update's groups (mean over training iterations; 95 % CI over seeds)", "",
+              "all-fail: groups without a win; explorer wins: the share of wins the explorer played; rescued: groups "
+              "whose only wins are the explorer's.", "",
+              "| env | regime | base | arm | seeds | all-fail share | explorer win share | explorer rescued share |", "|---|---|---|---|---|---|---|---|"]
+    by_arm: dict[tuple, dict] = {}
+    for r in shares:
+        by_arm.setdefault((r["env"], regime_name(r["regime"]), r["base"], r["name"]), {})[r["metric"]] = r
+    for (env, regime, base, arm), metrics in by_arm.items():
+        cells = [_fmt(metrics[k]) if k in metrics else "–" for k in SHARES]
+        seeds = metrics["all_fail_share"]["seeds"] if "all_fail_share" in metrics else "–"
+        lines.append(f"| {env} | {regime} | {base} | {arm} | {seeds} | " + " | ".join(cells) + " |")
+    lines += ["", "### Regimes: farmed events per held-out episode (what the misaligned reward pays, T = 1.0)", "",
+              "| env | regime | base | arm | seeds | events per episode [95 % CI] |", "|---|---|---|---|---|---|"]
+    for f in farmed:
+        lines.append(f"| {where(f)} | {f['base']} | {f['name']} | {f['seeds']} | {_fmt(f)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _curves(ax, m: Matrix, plan, env: str, base: str) -> None:
+    """Held-out success along training of every arm of (``env``'s plan key, ``base``), with 95 % bands."""
+    for k, arm in enumerate(a for a in ARMS if m.seeds(env, base, a)):
+        seeds = [s for s in m.seeds(env, base, arm) if (env, s) in m.starts]
+        if not seeds:
+            continue
+        starts = m.matrix(env, base, "start", seeds, "success", plan.curve_temperature, None)
+        steps = sorted({e["learner_steps"] for s in seeds for e in m.record(env, base, arm, s)["evals"]
+                        if e["temperature"] == plan.curve_temperature})
+        xs, means, lows, highs = [0], *[[v] for v in bootstrap_mean_ci(starts)]
+        targets = [round(f * m.budget(env, base)) for f in plan.fractions]
+        for target in targets:
+            values = m.matrix(env, base, arm, seeds, "success", plan.curve_temperature, target)
+            if values is None or not steps:
+                continue
+            mean, low, high = bootstrap_mean_ci(values)
+            xs.append(target), means.append(mean), lows.append(low), highs.append(high)
+        style = "--" if arm.startswith("dense") else ":" if "sync" in arm else "-"
+        ax.plot(xs, means, style, color=f"C{k}", label=arm, marker="o", markersize=3)
+        ax.fill_between(xs, lows, highs, color=f"C{k}", alpha=0.12)
+    ax.axvline(m.budget(env, base), color="grey", linewidth=0.6)
+    ax.set_xlabel("learner env steps")
+
+
 def plot(m: Matrix, plan, out: Path) -> None:
     import matplotlib
 
@@ -250,35 +418,45 @@ def plot(m: Matrix, plan, out: Path) -> None:
     import matplotlib.pyplot as plt
 
     for env in _envs(m, plan):
+        if is_regime(env):
+            continue
         bases = [b for b in BASES if any(m.seeds(env, b, a) for a in ARMS)]
         if not bases:
             continue
         fig, axes = plt.subplots(1, len(bases), figsize=(5 * len(bases), 4), dpi=110, sharey=True, squeeze=False)
         for ax, base in zip(axes[0], bases):
-            for k, arm in enumerate(a for a in ARMS if m.seeds(env, base, a)):
-                seeds = m.seeds(env, base, arm)
-                starts = m.matrix(env, base, "start", seeds, "success", plan.curve_temperature, None)
-                steps = sorted({e["learner_steps"] for s in seeds for e in m.record(env, base, arm, s)["evals"]
-                                if e["temperature"] == plan.curve_temperature})
-                xs, means, lows, highs = [0], *[[v] for v in bootstrap_mean_ci(starts)]
-                targets = [round(f * m.budget(env, base)) for f in plan.fractions]
-                for target in targets:
-                    values = m.matrix(env, base, arm, seeds, "success", plan.curve_temperature, target)
-                    if values is None or not steps:
-                        continue
-                    mean, low, high = bootstrap_mean_ci(values)
-                    xs.append(target), means.append(mean), lows.append(low), highs.append(high)
-                style = "--" if arm.startswith("dense") else ":" if "sync" in arm else "-"
-                ax.plot(xs, means, style, color=f"C{k}", label=arm, marker="o", markersize=3)
-                ax.fill_between(xs, lows, highs, color=f"C{k}", alpha=0.12)
-            ax.axvline(m.budget(env, base), color="grey", linewidth=0.6)
+            _curves(ax, m, plan, env, base)
             ax.set_title(f"{base} ({len(m.seeds(env, base, 'outcome'))} seeds)")
-            ax.set_xlabel("learner env steps")
         axes[0][0].set_ylabel("held-out success, T = 1.0 (95 % band)")
         axes[0][-1].legend(fontsize=7)
         fig.suptitle(f"{env}: held-out success along training (start at 0)")
         fig.tight_layout()
         fig.savefig(out / f"heldout_{env.split('/')[-1]}.png")
+        plt.close(fig)
+
+
+def plot_regimes(m: Matrix, plan, out: Path) -> None:
+    """``heldout_regimes_<env>.png``: a panel per regime (columns) and base (rows), the arms' held-out curves."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = [k for k in _envs(m, plan) if is_regime(k)]
+    for env_id in dict.fromkeys(env_of(k) for k in keys):
+        regimes = [k for k in keys if env_of(k) == env_id]
+        bases = [b for b in BASES if any(m.seeds(k, b, a) for k in regimes for a in ARMS)]
+        fig, axes = plt.subplots(len(bases), len(regimes), figsize=(4.5 * len(regimes), 3.6 * len(bases)), dpi=110,
+                                 sharey=True, squeeze=False)
+        for row, base in zip(axes, bases):
+            for ax, key in zip(row, regimes):
+                _curves(ax, m, plan, key, base)
+                ax.set_title(f"{key.split('@', 1)[1]}, {base} ({len(m.seeds(key, base, 'outcome'))} seeds)", fontsize=9)
+            row[0].set_ylabel("held-out success, T = 1.0")
+        axes[0][-1].legend(fontsize=6)
+        fig.suptitle(f"{env_id}: held-out success along training per regime (start at 0; 95 % bands)")
+        fig.tight_layout()
+        fig.savefig(out / f"heldout_regimes_{env_id.split('/')[-1]}.png")
         plt.close(fig)
 
 
@@ -289,6 +467,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--preset", choices=sorted(PLANS), default="matrix", help="the plan the cells were run with")
     parser.add_argument("--steps", type=int, default=None, help="the learner env steps the cells were run with "
                         "(rspo_matrix.py --steps): the budget whose end is 'final'")
+    parser.add_argument("--merge-summary", action="store_true",
+                        help="merge into --out's summary.json: replace its rows and differences of this run's kind "
+                             "(the regimes study's, which carry `regime`, or the others) and keep the rest")
     args = parser.parse_args(argv)
     plan = PLANS[args.preset]
     if args.steps is not None:
@@ -299,14 +480,28 @@ def main(argv: list[str] | None = None) -> int:
     m = Matrix(cells, starts, plan)
     views = {name: view(m, plan, name) for name in ("final", "final_t04", "equal_total", "auc")}
     farmed = farming(m, plan)
-    rows, diffs = _public(*views["final"])
-    write_json(out / "summary.json", {"rows": rows, "differences": diffs})
-    write_json(out / "details.json", {"budget": "final: equal learner env steps at T = 1.0 (the headline)",
-                                      "views": {k: {"rows": r, "differences": d} for k, (r, d) in views.items()},
-                                      "farmed_events": farmed})
-    text = tables(views, farmed, m)
-    (out / "tables.md").write_text(text, encoding="utf-8")
-    plot(m, plan, out)
+    regimes = any(is_regime(k) for k in plan.envs)
+    if regimes:
+        shares = group_shares(m, plan)
+        rows, diffs = _public_regimes(views, shares)
+    else:
+        rows, diffs = _public(*views["final"])
+    summary = merged(out / "summary.json", rows, diffs, regimes) if args.merge_summary else {"rows": rows, "differences": diffs}
+    write_json(out / "summary.json", summary)
+    suffix = "_regimes" if regimes else ""
+    details = {"budget": "final: equal learner env steps at T = 1.0 (the headline)",
+               "views": {k: {"rows": r, "differences": d} for k, (r, d) in views.items()}, "farmed_events": farmed}
+    if regimes:
+        details["group_shares"] = shares
+    write_json(out / f"details{suffix}.json", details)
+    text = regime_tables(views, farmed, shares) if regimes else tables(views, farmed, m)
+    (out / f"tables{suffix}.md").write_text(text, encoding="utf-8")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print("matplotlib is not installed: no plots", file=sys.stderr)
+    else:
+        plot_regimes(m, plan, out) if regimes else plot(m, plan, out)
     print(text)
     return 0
 

@@ -3,8 +3,10 @@
 import importlib.util
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("matplotlib")
@@ -257,3 +259,199 @@ def test_a_start_measured_at_one_episode_count_is_measured_at_the_missing_ones_o
     starts = [(key, args) for key, args in scheduled if key[0] == "start"]
     assert [(key, args[-1]) for key, args in starts] == [(("start", (m.ALFWORLD, 0)), (4,))]
     assert m.start_episode_counts(out, m.ALFWORLD, 0) == {1, 4}
+
+
+# -- the regimes study: start x policy, helpful process rewards, group outcomes
+
+
+def test_the_regimes_preset_runs_each_start_and_policy_with_its_own_files():
+    m = _module("rspo_matrix")
+    plan = m.PLANS["regimes"]
+    assert list(plan.envs) == [f"{m.ALFWORLD}@{r}" for r in ("untrained-drrn-memory", "clone-25-drrn-memory", "clone-50-drrn-memory",
+                                                               "clone-200-drrn-memory")] + [f"{m.WEBSHOP}@untrained-drrn", f"{m.WEBSHOP}@untrained-drrn-memory"]
+    alfworld = [p for k, p in plan.envs.items() if m.env_of(k) == m.ALFWORLD]
+    assert [p.clone for p in alfworld] == [(0, 0), (25, 10), (50, 10), (200, 10)]
+    grpo = m.PLANS["matrix"].envs[m.ALFWORLD].for_base("grpo")
+    for p in alfworld:  # GRPO's ALFWorld settings, for every base
+        assert (p.model, p.trainer["model"], p.learner_steps, p.trainer["learning_rate"], p.heldout, p.heldout_episodes) == \
+            ("drrn-memory", "drrn-memory", 128_000, 1e-4, grpo.heldout, 4)
+        assert p.regime and not p.bases and p.for_base("ppo").learner_steps == 128_000
+    webshop = [p for k, p in plan.envs.items() if m.env_of(k) == m.WEBSHOP]
+    assert [(p.model, p.clone, p.learner_steps, p.heldout, p.heldout_episodes) for p in webshop] == \
+        [(model, (0, 0), 24_000, (("test", 200),), 1) for model in ("drrn", "drrn-memory")]
+    assert [(base, len(seeds), arms) for base, seeds, arms in plan.cells] == [("grpo", 10, m.REGIME_ARMS), ("ppo", 5, m.REGIME_ARMS),
+                                                                              ("gigpo", 5, m.REGIME_ARMS)]
+    assert len(m.REGIME_ARMS) == 7 and len(set(plan.todo())) == len(plan.todo()) == 6 * 20 * 7
+    out = Path("out")
+    key = f"{m.ALFWORLD}@clone-50-drrn-memory"
+    assert m.cell_path(out, key, "grpo", "explorer-helpful", 3) == out / "cells" / "ALFWorld-v0-clone-50-drrn-memory-grpo-explorer-helpful-seed3.json"
+    assert m.start_path(out, key, 3) == out / "starts" / "ALFWorld-v0-clone-50-drrn-memory-seed3.json"
+    assert m.clone_name(m.ALFWORLD, 3, plan.envs[key]) == "ALFWorld-v0-clone50x10-drrn-memory-seed3.pt"
+    # the matrix's files keep their names
+    assert m.cell_path(out, m.ALFWORLD, "grpo", "outcome", 0) == out / "cells" / "ALFWorld-v0-grpo-outcome-seed0.json"
+    assert m.start_path(out, m.WEBSHOP, 1) == out / "starts" / "WebShop-v0-seed1.json"
+    assert m.clone_name(m.ALFWORLD, 2, m.PLANS["matrix"].envs[m.ALFWORLD]) == "ALFWorld-v0-seed2.pt"
+    assert not any(p.regime for name in ("matrix", "pilot", "micro") for p in m.PLANS[name].envs.values())
+    assert m.MAIN_ARMS == tuple(list(m.ARMS)[:6])  # the matrix's arms as they were
+
+
+def test_the_helpful_role_trains_with_its_choice_and_a_run_overrides_it(monkeypatch):
+    m = _module("rspo_matrix")
+    assert m.ARMS["dense-helpful"].process(m.ALFWORLD) == m.HELPFUL[m.ALFWORLD]
+    assert m.ARMS["rank-helpful"].process_reward(m.WEBSHOP) == m.HELPFUL[m.WEBSHOP].name
+    assert m.ARMS["explorer-misaligned"].process(m.ALFWORLD) == m.ProcessChoice("events", once=False)
+    chosen = []
+    select = m._select
+    monkeypatch.setattr(m, "_select", lambda plan, args: chosen.append(select(plan, args)) or sys.exit(0))
+    with pytest.raises(SystemExit):
+        m.main(["--preset", "regimes", "--regimes", "clone-50-drrn-memory", "untrained-drrn", "--bases", "grpo", "--seeds", "0", "1",
+                "--arms", "outcome", "explorer-helpful", "--helpful", "ALFWorld-v0=events:once", "--steps", "500"])
+    (plan,) = chosen
+    assert list(plan.envs) == [f"{m.ALFWORLD}@clone-50-drrn-memory", f"{m.WEBSHOP}@untrained-drrn"]
+    assert plan.cells == (("grpo", (0, 1), ("outcome", "explorer-helpful")),)
+    alfworld, webshop = plan.envs.values()
+    assert alfworld.helpful == m.ProcessChoice("events", once=True) and webshop.helpful is None and alfworld.learner_steps == 500
+    assert len(plan.todo()) == 2 * 2 * 2
+    trainer = m.make_trainer(m.ALFWORLD, "grpo", m.ARMS["explorer-helpful"], 0, replace(alfworld, model="drrn",
+                             helpful=m.ProcessChoice("events", once=True, weights={"open": 0.2})))
+    try:
+        config = trainer.config
+        assert (config.process_reward, config.process_once, config.process_weights, trainer.model_name) == ("events", True, {"open": 0.2}, "drrn")
+    finally:
+        trainer.close()
+    chosen.clear()
+    with pytest.raises(SystemExit):  # a start or a policy selects every regime of it
+        m.main(["--preset", "regimes", "--regimes", "untrained", "--envs", m.ALFWORLD])
+    assert list(chosen[0].envs) == [f"{m.ALFWORLD}@untrained-drrn-memory"]
+    for bad in (["--regimes", "clone-7"], ["--helpful", "ALFWorld-v0=nope"], ["--helpful", "ALFWorld-v0=events:twice"]):
+        chosen.clear()
+        with pytest.raises(SystemExit) as error:
+            m.main(["--preset", "regimes", *bad])
+        assert error.value.code == 2 and not chosen  # argparse's error, before anything runs
+
+
+def _serially(jobs, workers, keep) -> int:
+    """``run_fresh`` in this process: the micro cells take seconds, a fresh process each would dominate."""
+    jobs = list(jobs)
+    for done, (key, fn, args) in enumerate(jobs, 1):
+        keep(key, fn(*args), done, len(jobs))
+    return 0
+
+
+def test_micro_regimes_run_end_to_end_and_merge_into_the_matrix_summary(tmp_path, monkeypatch):
+    m = _module("rspo_matrix")
+    report = _module("rspo_matrix_report")
+    monkeypatch.setattr(m, "run_fresh", _serially)
+    out = tmp_path / "regimes"
+    plan = m.PLANS["micro-regimes"]
+    assert [p.regime_name for p in plan.envs.values()] == ["untrained-drrn", "clone-2-drrn"]
+    assert m.main(["--preset", "micro-regimes", "--out", str(out)]) == 0
+    cells, starts = m.load_results(out)
+    assert len(cells) == 2 * 2 * 3 and len(starts) == 2 * 2
+    assert sorted(p.name for p in (out / "clones").iterdir()) == ["ALFWorld-v0-clone2x1-drrn-seed0.pt", "ALFWorld-v0-clone2x1-drrn-seed1.pt"]
+    assert {(c["regime"]["start"], c["regime"]["policy"]) for c in cells + starts} == {("untrained", "drrn"), ("clone-2", "drrn")}
+    budget = plan.envs[f"{m.ALFWORLD}@untrained-drrn"].learner_steps
+    for c in cells:
+        helpful = c["arm"] != "outcome"
+        assert (c["process_reward"], c["process_once"]) == ((m.HELPFUL[m.ALFWORLD].name, True) if helpful else (None, False))
+        assert len(c["groups"]) == len(c["train_curve"]) >= 1
+        assert [g[0] for g in c["groups"]] == [row[0] for row in c["train_curve"]] and c["groups"][-1][0] == c["learner_steps"] >= budget
+        assert all(0.0 <= v <= 1.0 for g in c["groups"] for v in g[1:])
+    seconds = json.loads(m.cell_path(out, f"{m.ALFWORLD}@clone-2-drrn", "grpo", "outcome", 0).read_text())["seconds"]
+    assert m.main(["--preset", "micro-regimes", "--out", str(out)]) == 0  # resumable: nothing left to run
+    assert json.loads(m.cell_path(out, f"{m.ALFWORLD}@clone-2-drrn", "grpo", "outcome", 0).read_text())["seconds"] == seconds
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    matrix_rows = [{"env": m.WEBSHOP, "base": "grpo", "arm": "outcome", "process_reward": None, "seeds": 10, "metric": "score",
+                    "mean": 0.5, "ci_low": 0.4, "ci_high": 0.6}]
+    matrix_diffs = [{"env": m.WEBSHOP, "base": "grpo", "a": {"arm": "outcome", "process_reward": None}, "b": {"arm": "start", "process_reward": None},
+                     "metric": "score", "seeds": 10, "mean": 0.1, "ci_low": 0.0, "ci_high": 0.2}]
+    stale = {**matrix_rows[0], "regime": {"start": "clone-9", "policy": "drrn"}}  # a regimes report's row from before: replaced
+    (docs / "summary.json").write_text(json.dumps({"rows": matrix_rows + [stale], "differences": matrix_diffs}))
+    report.main([str(out), "--preset", "micro-regimes", "--out", str(docs), "--merge-summary"])
+    summary = json.loads((docs / "summary.json").read_text())
+    assert summary["rows"][:1] == matrix_rows and summary["differences"][:1] == matrix_diffs
+    rows, diffs = summary["rows"][1:], summary["differences"][1:]
+    assert all(r["regime"] in ({"start": "untrained", "policy": "drrn"}, {"start": "clone-2", "policy": "drrn"}) for r in rows + diffs)
+    assert all(set(r) == {"env", "regime", "base", "arm", "process_reward", "seeds", "metric", "mean", "ci_low", "ci_high"} for r in rows)
+    by_metric = {}
+    for r in rows:
+        by_metric.setdefault(r["metric"], []).append(r)
+    # per regime: 4 success rows (start and 3 arms), 3 AUCs, 3 all-fail shares, the explorer's two shares
+    assert {k: len(v) for k, v in by_metric.items()} == {"success": 8, "auc_success": 6, "all_fail_share": 6,
+                                                         "explorer_win_share": 2, "explorer_rescued_share": 2}
+    assert {(r["arm"], r["process_reward"]) for r in by_metric["success"]} == {("start", None), ("outcome", None), ("dense", "pickup:once"),
+                                                                               ("rspo-explorer", "pickup:once")}
+    for r in rows:
+        assert r["seeds"] == 2 and 0.0 <= r["ci_low"] <= r["mean"] <= r["ci_high"] <= 1.0
+    for r in by_metric["all_fail_share"]:  # the cells' own mean over iterations, averaged over seeds
+        cells_of = [c for c in cells if c["regime"] == r["regime"] and c["kind"] == r["arm"]]
+        assert r["mean"] == pytest.approx(np.mean([np.mean([g[1] for g in c["groups"]]) for c in cells_of]))
+    assert {r["arm"] for r in by_metric["explorer_win_share"]} == {"rspo-explorer"}
+    pairs = {(d["a"]["arm"], d["b"]["arm"], d["metric"]) for d in diffs}
+    assert pairs == {("outcome", "start", "success"), ("dense", "outcome", "success"), ("rspo-explorer", "outcome", "success"),
+                     ("rspo-explorer", "dense", "success"), ("dense", "outcome", "auc_success"), ("rspo-explorer", "outcome", "auc_success"),
+                     ("rspo-explorer", "dense", "auc_success")}
+    assert len(diffs) == 2 * len(pairs) and all(d["seeds"] == 2 for d in diffs)
+    details = json.loads((docs / "details_regimes.json").read_text())
+    assert set(details) == {"budget", "views", "farmed_events", "group_shares"} and len(details["group_shares"]) == 10
+    assert len(details["views"]["equal_total"]["rows"]) == 8
+    assert "| rspo/ALFWorld-v0 | clone-2-drrn | grpo | explorer-helpful | 2 |" in (docs / "tables_regimes.md").read_text()
+    assert (docs / "heldout_regimes_ALFWorld-v0.png").is_file()
+    assert not (docs / "details.json").exists() and not (docs / "tables.md").exists()  # the matrix's stay as they are
+
+
+def _regime_cell(env, regime, base, arm, seed, wins, kind, process, groups, once=True):
+    cell = _cell(env, base, arm, seed, wins, kind, process)
+    for evaluation in cell["evals"]:  # at 30 learner steps every task lost: the curve rises later
+        if evaluation["learner_steps"] == 30:
+            evaluation["per_task"] = [[row[0], row[1], 0, 0.0, 0] for row in evaluation["per_task"]]
+    return {**cell, "regime": regime, "process_once": once and process is not None, "groups": groups}
+
+
+def test_the_regimes_report_reads_auc_and_group_shares_and_skips_unpaired_comparisons(tmp_path):
+    m = _module("rspo_matrix")
+    report = _module("rspo_matrix_report")
+    env = m.ALFWORLD
+    regime = {"start": "clone-5", "policy": "drrn"}
+    out = _results_folder(tmp_path, env, range(3), 4)
+    for start in (out / "starts").iterdir():
+        start.write_text(json.dumps({**json.loads(start.read_text()), "regime": regime}))
+    groups = {"outcome": [[30, 1.0, 0.0, 0.0], [60, 0.5, 0.0, 0.0], [100, 0.0, 0.0, 0.0]],
+              "explorer-helpful": [[30, 0.5, 0.5, 0.25], [60, 0.25, 1.0, 0.5], [100, 0.0, 0.0, 0.0]]}
+    for seed in range(3):
+        for arm, kind, process, wins in (("outcome", "outcome", None, [1, 0, 0, 0]), ("explorer-helpful", "rspo-explorer", "pickup", [1, 1, 0, 0]),
+                                         ("dense-helpful", "dense", "pickup", [1, 1, 1, 1])):
+            if arm == "dense-helpful" and seed:  # a partial run: one seed of it
+                continue
+            cell = _regime_cell(env, regime, "grpo", arm, seed, wins, kind, process, groups.get(arm, [[100, 0.25, 0.0, 0.0]]))
+            (out / "cells" / f"{arm}-{seed}.json").write_text(json.dumps(cell))
+    plan = m.Plan(m.regimes(env, [m.EnvPlan(100, clone=(5, 1))]), (("grpo", tuple(range(3)), m.REGIME_ARMS),))
+    _report_under(report, "micro-regimes", plan, [str(out), "--preset", "micro-regimes", "--out", str(tmp_path / "docs")])
+    summary = json.loads((tmp_path / "docs" / "summary.json").read_text())
+    rows = {(r["arm"], r["metric"]): r for r in summary["rows"]}
+    assert all(r["regime"] == regime for r in summary["rows"] + summary["differences"])
+    # AUC over [0, 100] of (0 at the start, 0 at 30, w at 60, w at 100): w * (15 + 40) / 100
+    assert rows[("outcome", "auc_success")]["mean"] == pytest.approx(0.25 * 0.55)
+    assert rows[("rspo-explorer", "auc_success")]["mean"] == pytest.approx(0.5 * 0.55)
+    assert rows[("rspo-explorer", "success")]["process_reward"] == "pickup:once"
+    assert rows[("outcome", "all_fail_share")]["mean"] == pytest.approx(0.5)
+    assert rows[("rspo-explorer", "all_fail_share")]["mean"] == pytest.approx(0.25)
+    assert rows[("rspo-explorer", "explorer_win_share")]["mean"] == pytest.approx(0.5)
+    assert rows[("rspo-explorer", "explorer_rescued_share")]["mean"] == pytest.approx(0.25)
+    assert rows[("dense", "all_fail_share")]["seeds"] == 1 and ("dense", "explorer_win_share") not in rows
+    diffs = {(d["a"]["arm"], d["b"]["arm"], d["metric"]): d for d in summary["differences"]}
+    assert diffs[("rspo-explorer", "outcome", "auc_success")]["mean"] == pytest.approx(0.25 * 0.55)
+    assert diffs[("rspo-explorer", "outcome", "success")]["seeds"] == 3
+    assert not any("dense" in (a, b) for a, b, _ in diffs)  # one paired seed: no interval
+    # the matrix's report merged in afterwards replaces the rows without a regime and keeps these
+    matrix = _results_folder(tmp_path / "matrix", env, [0, 1], 4)
+    for seed in (0, 1):
+        (matrix / "cells" / f"outcome-{seed}.json").write_text(json.dumps(_cell(env, "grpo", "outcome", seed, [1, 1, 0, 0], "outcome", None)))
+    _report_under(report, "matrix", m.Plan({env: m.EnvPlan(100)}, (("grpo", (0, 1), ("outcome",)),)),
+                  [str(matrix), "--out", str(tmp_path / "docs"), "--merge-summary"])
+    merged = json.loads((tmp_path / "docs" / "summary.json").read_text())
+    assert [r for r in merged["rows"] if "regime" in r] == summary["rows"]
+    assert [d for d in merged["differences"] if "regime" in d] == summary["differences"]
+    assert [(r["arm"], r["mean"]) for r in merged["rows"] if "regime" not in r] == [("start", 0.0), ("outcome", 0.5)]
