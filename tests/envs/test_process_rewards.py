@@ -50,7 +50,7 @@ def test_process_rewards_lists_both_kinds_for_both_envs():
         assert set(kinds.values()) == {"potential", "per-event"}
         assert all(len(text.split(":", 1)[1].strip()) > 20 for text in rewards.values())
     assert {"open", "pickup", "treat", "lamp", "place", "valid", "goal_rate"} <= set(process_rewards(ALFWORLD))
-    assert {"search", "product", "option", "price"} <= set(process_rewards(WEBSHOP))
+    assert {"search", "product", "option", "price", "purchase"} <= set(process_rewards(WEBSHOP))
     with pytest.raises(gym.error.Error):
         process_rewards("rspo/Nowhere-v0")
 
@@ -198,6 +198,17 @@ def test_webshop_option_and_product_pay_once_per_key_with_once():
     assert wanted, "the target product offers the goal's options"
     assert _pay(env, [wanted[0], wanted[0]]) == [(1.0, ("option",)), (0.0, ())]  # the repeat click is unpaid
     assert _pay(env, ["click[< prev]", target]) == [(0.0, ()), (0.0, ())]  # reopening the product too
+
+
+def test_webshop_purchase_pays_the_purchase_score_once_at_buy_now():
+    env, goal = _shop("purchase")
+    paid = _pay(env, [f"search[{goal.instruction_text[:200]}]"])
+    results = [a for a in env.unwrapped.session.admissible_actions() if a.startswith("click[b0")]
+    paid += _pay(env, [results[0], "click[buy now]"])
+    bought = env.unwrapped.session.purchase
+    assert bought is not None and 0 < bought.score < 1
+    assert paid == [(0.0, ()), (0.0, ()), (round(bought.score, 6), ("purchase",))]
+    assert _pay(env, ["click[buy now]"]) == [(0.0, ())]  # the episode is over: nothing more to buy
 
 
 def test_a_trainer_refuses_an_unknown_process_reward_or_event_weight_in_one_line():

@@ -17,6 +17,10 @@ pays its weight times the event's amount every time it happens, and each can be 
   it again (a click on the selected value changes nothing and pays again).
 - ``price``: opening a product whose price is within the goal's budget. Farm: reopen any cheap
   product, matching or not.
+- ``purchase``: ``Buy Now``, × the purchase's score (upstream's reward: the share of the goal's
+  attributes, options and price the bought item meets). Not farmable (buying ends the episode),
+  but misaligned with *success*: a near-match pays almost as much as the exact item, so it
+  rewards settling for the first good-enough product.
 - ``events``: all four together.
 """
 
@@ -67,6 +71,9 @@ def step_events(session: Any) -> list[Event]:
         if price_ok(item.price, goal.price_upper):
             events.append(Event("price", payload))
         return events
+    if kind == "buy":
+        bought = session.purchase
+        return [Event("purchase", bought.asin, bought.score)] if bought is not None and bought.score > 0 else []
     if kind == "option":
         value = session.selected_options.get(payload)
         if value is not None and option_reward([value], goal.options)[0]:
@@ -88,4 +95,7 @@ PROCESS_REWARDS = {
                                 {"option": 1.0}),
     "price": ProcessRewardSpec("per-event", "0.5 per product opened within the budget; farmed by reopening cheap products.",
                                {"price": 0.5}),
+    "purchase": ProcessRewardSpec("per-event", "1 × the purchase's score on Buy Now (upstream's partial credit); not farmable "
+                                  "(buying ends the episode), but pays a near-match almost as much as the exact item.",
+                                  {"purchase": 1.0}),
 }
