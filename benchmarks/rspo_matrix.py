@@ -93,10 +93,13 @@ class ProcessChoice:
     """Event weights over the reward's defaults (None: the defaults)."""
 
 
-#: The ``helpful`` role's process reward per env: a per-event reward paid once per event, which
-#: rewards steps towards the goal without being farmable. Placeholders the regimes pilot settles;
-#: a run overrides them with ``--helpful ENV=NAME[:once]``.
-HELPFUL = {ALFWORLD: ProcessChoice("pickup", once=True), WEBSHOP: ProcessChoice("option", once=True)}
+#: The ``helpful`` role's process reward per env, chosen by the regimes pilot (docs/results_fast.md):
+#: ALFWorld's sub-goal events paid the first time each (receptacle opened, object picked up,
+#: treated, placed): an exploration bonus that cannot be farmed; WebShop's purchase score (Buy Now
+#: pays upstream's partial credit), the one per-event reward that did not drive success down
+#: (``option``, ``product`` and ``events`` did, even paid once and weighted down to 0.1).
+#: A run overrides them with ``--helpful ENV=NAME[:once]``.
+HELPFUL = {ALFWORLD: ProcessChoice("events", once=True), WEBSHOP: ProcessChoice("purchase")}
 
 
 @dataclass(frozen=True)
@@ -295,14 +298,23 @@ ENVS = {
 }
 
 
+UNTRAINED_ALFWORLD = {"learner_steps": 64_000, "learning_rate": 1e-3}
+"""The untrained ALFWorld start's budget and learning rate, from the regimes pilot: with no clone
+to protect and ~1 % success, lr 1e-4 moves nothing in 128k steps, and at 1e-3 the outcome arm
+and the helpful reward separate within 64k (lr 1e-3 from a clone hurts the clone: 0.14 -> 0.09)."""
+
+
 def _regime_plans() -> dict:
-    """The regimes study: ALFWorld with the memory policy from four starts (GRPO's ALFWorld
-    settings: 128k learner steps, lr 1e-4, 4 held-out episodes per task, for every base);
-    WebShop untrained with either policy (24k steps, as the matrix)."""
+    """The regimes study: ALFWorld with the memory policy from four starts (the clones at GRPO's
+    ALFWorld settings: 128k learner steps, lr 1e-4, 4 held-out episodes per task, for every base;
+    the untrained start at ``UNTRAINED_ALFWORLD``); WebShop untrained with either policy (24k
+    steps, as the matrix)."""
     alfworld = ENVS[ALFWORLD].for_base("grpo")
     memory = {**alfworld.trainer, "model": "drrn-memory"}
-    out = regimes(ALFWORLD, [replace(alfworld, trainer=memory, model="drrn-memory", clone=clone)
-                             for clone in ((0, 0), (25, 10), (50, 10), (200, 10))])
+    untrained = replace(alfworld, learner_steps=UNTRAINED_ALFWORLD["learner_steps"], model="drrn-memory", clone=(0, 0),
+                        trainer={**memory, "learning_rate": UNTRAINED_ALFWORLD["learning_rate"]})
+    out = regimes(ALFWORLD, [untrained] + [replace(alfworld, trainer=memory, model="drrn-memory", clone=clone)
+                                           for clone in ((25, 10), (50, 10), (200, 10))])
     out.update(regimes(WEBSHOP, [replace(ENVS[WEBSHOP], trainer={**COMMON, "model": model}, model=model)
                                  for model in ("drrn", "drrn-memory")]))
     return out

@@ -272,10 +272,11 @@ def test_the_regimes_preset_runs_each_start_and_policy_with_its_own_files():
     alfworld = [p for k, p in plan.envs.items() if m.env_of(k) == m.ALFWORLD]
     assert [p.clone for p in alfworld] == [(0, 0), (25, 10), (50, 10), (200, 10)]
     grpo = m.PLANS["matrix"].envs[m.ALFWORLD].for_base("grpo")
-    for p in alfworld:  # GRPO's ALFWorld settings, for every base
+    budgets = [(64_000, 1e-3)] + [(128_000, 1e-4)] * 3  # the clones at GRPO's ALFWorld settings, the untrained start at its own
+    for p, (steps, lr) in zip(alfworld, budgets, strict=True):  # for every base
         assert (p.model, p.trainer["model"], p.learner_steps, p.trainer["learning_rate"], p.heldout, p.heldout_episodes) == \
-            ("drrn-memory", "drrn-memory", 128_000, 1e-4, grpo.heldout, 4)
-        assert p.regime and not p.bases and p.for_base("ppo").learner_steps == 128_000
+            ("drrn-memory", "drrn-memory", steps, lr, grpo.heldout, 4)
+        assert p.regime and not p.bases and p.for_base("ppo").learner_steps == steps
     webshop = [p for k, p in plan.envs.items() if m.env_of(k) == m.WEBSHOP]
     assert [(p.model, p.clone, p.learner_steps, p.heldout, p.heldout_episodes) for p in webshop] == \
         [(model, (0, 0), 24_000, (("test", 200),), 1) for model in ("drrn", "drrn-memory")]
@@ -378,11 +379,13 @@ def test_micro_regimes_run_end_to_end_and_merge_into_the_matrix_summary(tmp_path
     by_metric = {}
     for r in rows:
         by_metric.setdefault(r["metric"], []).append(r)
+    choice = m.HELPFUL[m.ALFWORLD]
+    helpful = choice.name + (":once" if choice.once else "")
     # per regime: 4 success rows (start and 3 arms), 3 AUCs, 3 all-fail shares, the explorer's two shares
     assert {k: len(v) for k, v in by_metric.items()} == {"success": 8, "auc_success": 6, "all_fail_share": 6,
                                                          "explorer_win_share": 2, "explorer_rescued_share": 2}
-    assert {(r["arm"], r["process_reward"]) for r in by_metric["success"]} == {("start", None), ("outcome", None), ("dense", "pickup:once"),
-                                                                               ("rspo-explorer", "pickup:once")}
+    assert {(r["arm"], r["process_reward"]) for r in by_metric["success"]} == {("start", None), ("outcome", None), ("dense", helpful),
+                                                                               ("rspo-explorer", helpful)}
     for r in rows:
         assert r["seeds"] == 2 and 0.0 <= r["ci_low"] <= r["mean"] <= r["ci_high"] <= 1.0
     for r in by_metric["all_fail_share"]:  # the cells' own mean over iterations, averaged over seeds
