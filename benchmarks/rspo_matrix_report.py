@@ -387,19 +387,19 @@ def regime_tables(views: dict, farmed: list[dict], shares: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _curves(ax, m: Matrix, plan, env: str, base: str) -> None:
-    """Held-out success along training of every arm of (``env``'s plan key, ``base``), with 95 % bands."""
+def _curves(ax, m: Matrix, plan, env: str, base: str, metric: str = "success") -> None:
+    """Held-out ``metric`` along training of every arm of (``env``'s plan key, ``base``), with 95 % bands."""
     for k, arm in enumerate(a for a in ARMS if m.seeds(env, base, a)):
         seeds = [s for s in m.seeds(env, base, arm) if (env, s) in m.starts]
         if not seeds:
             continue
-        starts = m.matrix(env, base, "start", seeds, "success", plan.curve_temperature, None)
+        starts = m.matrix(env, base, "start", seeds, metric, plan.curve_temperature, None)
         steps = sorted({e["learner_steps"] for s in seeds for e in m.record(env, base, arm, s)["evals"]
                         if e["temperature"] == plan.curve_temperature})
         xs, means, lows, highs = [0], *[[v] for v in bootstrap_mean_ci(starts)]
         targets = [round(f * m.budget(env, base)) for f in plan.fractions]
         for target in targets:
-            values = m.matrix(env, base, arm, seeds, "success", plan.curve_temperature, target)
+            values = m.matrix(env, base, arm, seeds, metric, plan.curve_temperature, target)
             if values is None or not steps:
                 continue
             mean, low, high = bootstrap_mean_ci(values)
@@ -436,7 +436,8 @@ def plot(m: Matrix, plan, out: Path) -> None:
 
 
 def plot_regimes(m: Matrix, plan, out: Path) -> None:
-    """``heldout_regimes_<env>.png``: a panel per regime (columns) and base (rows), the arms' held-out curves."""
+    """``heldout_regimes_<env>.png``: a panel per regime (columns) and base (rows), the arms' held-out
+    success curves; ``heldout_regimes_<env>_score.png`` the same for an env with a score (WebShop)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -446,18 +447,20 @@ def plot_regimes(m: Matrix, plan, out: Path) -> None:
     for env_id in dict.fromkeys(env_of(k) for k in keys):
         regimes = [k for k in keys if env_of(k) == env_id]
         bases = [b for b in BASES if any(m.seeds(k, b, a) for k in regimes for a in ARMS)]
-        fig, axes = plt.subplots(len(bases), len(regimes), figsize=(max(4.5 * len(regimes), 6), 3.6 * len(bases)), dpi=110,
-                                 squeeze=False)  # each regime its own scale: an untrained start's ~1 % beside a clone's ~15 %
-        for row, base in zip(axes, bases):
-            for ax, key in zip(row, regimes):
-                _curves(ax, m, plan, key, base)
-                ax.set_title(f"{key.split('@', 1)[1]}, {base} ({len(m.seeds(key, base, 'outcome'))} seeds)", fontsize=9)
-            row[0].set_ylabel("held-out success, T = 1.0")
-        axes[0][-1].legend(fontsize=6)
-        fig.suptitle(f"{env_id.split('/')[-1]}: held-out success per regime (95 % bands)", fontsize=10)
-        fig.tight_layout()
-        fig.savefig(out / f"heldout_regimes_{env_id.split('/')[-1]}.png")
-        plt.close(fig)
+        for metric in metrics_of(env_id):
+            fig, axes = plt.subplots(len(bases), len(regimes), figsize=(max(4.5 * len(regimes), 6), 3.6 * len(bases)), dpi=110,
+                                     squeeze=False)  # each regime its own scale: an untrained start's ~1 % beside a clone's ~15 %
+            for row, base in zip(axes, bases):
+                for ax, key in zip(row, regimes):
+                    _curves(ax, m, plan, key, base, metric)
+                    ax.set_title(f"{key.split('@', 1)[1]}, {base} ({len(m.seeds(key, base, 'outcome'))} seeds)", fontsize=9)
+                row[0].set_ylabel(f"held-out {metric}, T = 1.0")
+            axes[0][-1].legend(fontsize=6)
+            fig.suptitle(f"{env_id.split('/')[-1]}: held-out {metric} per regime (95 % bands)", fontsize=10)
+            fig.tight_layout()
+            suffix = "" if metric == "success" else f"_{metric}"
+            fig.savefig(out / f"heldout_regimes_{env_id.split('/')[-1]}{suffix}.png")
+            plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> int:
