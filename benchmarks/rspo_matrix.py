@@ -299,9 +299,10 @@ ENVS = {
 
 
 UNTRAINED_ALFWORLD = {"learner_steps": 64_000, "learning_rate": 1e-3}
-"""The untrained ALFWorld start's budget and learning rate, from the regimes pilot: with no clone
-to protect and ~1 % success, lr 1e-4 moves nothing in 128k steps, and at 1e-3 the outcome arm
-and the helpful reward separate within 64k (lr 1e-3 from a clone hurts the clone: 0.14 -> 0.09)."""
+"""The untrained ALFWorld start's budget and learning rate, from the regimes pilot: lr 1e-3
+damages a clone (0.14 -> 0.09 held-out success) but an untrained policy has none to damage; at
+1e-4 even the clones barely move in 128k steps; and at 1e-3 the outcome arm and the helpful
+reward separate within 64k."""
 
 
 def _regime_plans() -> dict:
