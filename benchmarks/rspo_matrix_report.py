@@ -452,10 +452,14 @@ def plot_regimes(m: Matrix, plan, out: Path) -> None:
                                      squeeze=False)  # each regime its own scale: an untrained start's ~1 % beside a clone's ~15 %
             for row, base in zip(axes, bases):
                 for ax, key in zip(row, regimes):
+                    if not any(m.seeds(key, base, a) for a in ARMS):  # a regime this base did not run
+                        ax.axis("off")
+                        continue
                     _curves(ax, m, plan, key, base, metric)
                     ax.set_title(f"{key.split('@', 1)[1]}, {base} ({len(m.seeds(key, base, 'outcome'))} seeds)", fontsize=9)
                 row[0].set_ylabel(f"held-out {metric}, T = 1.0")
-            axes[0][-1].legend(fontsize=6)
+            fullest = max((ax for row in axes for ax in row), key=lambda ax: len(ax.get_lines()))
+            fullest.legend(fontsize=6)  # on the panel with the most arms
             fig.suptitle(f"{env_id.split('/')[-1]}: held-out {metric} per regime (95 % bands)", fontsize=10)
             fig.tight_layout()
             suffix = "" if metric == "success" else f"_{metric}"
