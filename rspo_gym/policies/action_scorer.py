@@ -484,10 +484,10 @@ def _blocks(first_w: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tens
 
 def _scores_forward(embed, state_w, state_b, command_w, command_b, first_w, first_b, last_w, last_b, bags: Bags, split: int,
                     choices: Choices, memory_w: torch.Tensor | None = None, features: torch.Tensor | None = None,
-                    ) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...], tuple[Choices, tuple], torch.Tensor | None]:
-    """``_Scores``' forward pass: ``(scores table, state codes)``, what its backward reads, the
-    choices and shapes it needs, and the memory features; called directly where no gradient is
-    wanted (a rollout's turns), without the autograd node's bookkeeping.
+                    ) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...], tuple[Choices, tuple]]:
+    """``_Scores``' forward pass: ``(scores table, state codes)``, what its backward reads, and the
+    choices and shapes it needs; called directly where no gradient is wanted (a rollout's turns),
+    without the autograd node's bookkeeping.
 
     The bags' mean embeddings (one ``embedding_bag``); the state code ``s = tanh(W_1 x_s + b_1)``
     of each prompt's section means side by side and the code ``a = tanh(W_2 x_a + b_2)`` of each
@@ -513,7 +513,7 @@ def _scores_forward(embed, state_w, state_b, command_w, command_b, first_w, firs
     raw = torch.addmv(last_b, hidden, last_w[0])
     table = torch.full((choices.shape[0] * choices.shape[1],), float("-inf"), dtype=raw.dtype)
     saved = (ids, bag, counts, state_w, command_w, first_w, last_w, x_state, x_command, state, codes, s, a, product, hidden)
-    return (table.index_copy_(0, choices.cells, raw).view(choices.shape), state), saved, (choices, (embed.shape, means.shape, split)), features
+    return (table.index_copy_(0, choices.cells, raw).view(choices.shape), state), saved, (choices, (embed.shape, means.shape, split))
 
 
 class _Scores(torch.autograd.Function):
@@ -529,9 +529,10 @@ class _Scores(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, *inputs):  # type: ignore[override]
-        (table, state), saved, (choices, shapes), features = _scores_forward(*inputs)
+        (table, state), saved, (choices, shapes) = _scores_forward(*inputs)
         ctx.save_for_backward(*saved)
-        ctx.choices, ctx.shape, ctx.features = choices, shapes, features
+        ctx.choices, ctx.shape = choices, shapes
+        ctx.features = inputs[13] if len(inputs) > 13 else None  # a memory scorer's (memory_w, features)
         return table, state
 
     @staticmethod

@@ -46,7 +46,7 @@ from rspo_gym.algos.losses import trajectory_is_weights, truncated_is_weights
 from rspo_gym.training.trainer import Trainer
 from rspo_gym.errors import UserError
 from rspo_gym.rollout.collector import collect
-from rspo_gym.rollout.trajectory import Rollout, to_batch
+from rspo_gym.rollout.trajectory import Rollout, group_outcomes, to_batch
 
 __all__ = ["RSPOTrainer", "BASES", "SWAPS", "merge_replay", "replayable", "replay_tasks", "rank_swapped_view", "annealed_view"]
 
@@ -325,6 +325,7 @@ class RSPOTrainer(Trainer):
         c = self.config
         merged = self.update_rollout(rollout, it)
         metrics = self._learner_update(merged, it)
+        metrics.update(group_outcomes(self.gathered(merged).trajectories))  # the groups the learner was updated on
         explorer_rollout = self._explorer_rollout
         metrics.update({k.replace("rollout/", "explorer/"): v for k, v in self.rollout_metrics(self.gathered(explorer_rollout)).items()})
         replayed, steps, tokens = self.dist.sum([

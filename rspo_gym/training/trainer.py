@@ -344,8 +344,7 @@ class Trainer:
                     self._collect_deadline = None
                 self.policy.release_generation_memory()  # vLLM's sleep mode: the update gets the GPU
                 collected = time.perf_counter()
-                metrics = {"iteration": it + 1, **self.rollout_metrics(self.gathered(rollout)), **sampling,
-                           **group_outcomes(self.gathered(self.update_rollout(rollout, it)).trajectories)}
+                metrics = {"iteration": it + 1, **self.rollout_metrics(self.gathered(rollout)), **sampling}
                 progress.phase(it, "updating")
                 metrics["train/lr"] = self.schedule_lr(it, total)
                 metrics.update(self.train_on(rollout, it))
@@ -567,6 +566,7 @@ class Trainer:
         estimate = self.estimate(view, batch, old_values)
         metrics = self.update(self.policy, self.optimizer, batch, estimate, it, old_values=old_values, old_logprobs=old_logprobs)
         metrics.update(kl_metrics)
+        metrics.update(group_outcomes(self.gathered(rollout).trajectories))
         total, rows = self.dist.sum([float(view.episode.sum()), len(view.episode)])
         metrics["train/reward_mean"] = total / rows
         for key, value in (estimate.metrics or {}).items():
