@@ -23,11 +23,12 @@ import functools
 import dataclasses
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import gymnasium as gym
 
 import rspo_gym  # noqa: F401 - registers the environments
-from rspo_gym.training.runs import check_run_folder
+from rspo_gym.training.runs import check_run_folder, lock_run_dir
 from rspo_gym.training.validation import check_generation_backend
 from rspo_gym.errors import UserError
 
@@ -193,7 +194,9 @@ def _train(args: argparse.Namespace) -> int:
         preset = preset_overrides(args.preset, args.env, getattr(configs, CONFIG_CLASSES[args.algo]))
     overrides = {**preset, **_with_flags(_config_overrides(args.set), flags)}
     config = _checked_config(args.algo, overrides)
-    check_run_folder(config.output_dir, resume=args.resume, checkpoint_every=config.checkpoint_every)
+    check_run_folder(config.output_dir, resume=args.resume, iterations=config.iterations)
+    if config.output_dir is not None and Path(config.output_dir).expanduser().is_dir():
+        lock_run_dir(config.output_dir)  # a second writer is refused now, not after the model loads
     check_generation_backend(config.generation_backend)
     trainer = _trainer(args.algo, args.env, args.model, overrides)
     # writes metrics, config, checkpoint, policy/ and the curve
@@ -212,7 +215,7 @@ def _train(args: argparse.Namespace) -> int:
 #: reuses them so that a run is evaluated as it was trained.
 RUN_EVAL_FIELDS = (
     "max_turns", "history_length", "think", "constrained", "max_new_tokens", "env_kwargs",
-    "eval_temperature", "eval_split", "eval_tasks", "eval_task_ids",
+    "eval_temperature", "eval_split", "eval_tasks", "eval_task_ids", "eval_seed",
 )
 #: Held-out tasks of ``rspo-gym eval`` on a model that is not a run (a run keeps its own).
 EVAL_TASKS = 16
@@ -260,8 +263,8 @@ def _eval_plan(args: argparse.Namespace) -> tuple[str, str, dict]:
             overrides["eval_task_ids"] = alfworld_task_ids(split, args.task_type, args.tasks or EVAL_TASKS)
         except ValueError as err:
             raise UserError(f"rspo-gym eval: {err}") from err
-    flags = _given(eval_temperature=args.temperature, max_turns=args.max_turns, seed=args.seed)
-    overrides.update(_with_flags(_config_overrides(args.set), flags, {"eval_temperature": "temperature"}))
+    flags = _given(eval_temperature=args.temperature, max_turns=args.max_turns, eval_seed=args.seed)
+    overrides.update(_with_flags(_config_overrides(args.set), flags, {"eval_temperature": "temperature", "eval_seed": "seed"}))
     return env, model, {**overrides, "num_groups": 1, "group_size": 1}
 
 
@@ -414,7 +417,8 @@ def build_parser() -> argparse.ArgumentParser:
                           help="an ALFWorld task type: evaluate on that type's first --tasks tasks of the split")
     evaluate.add_argument("--max-turns", type=int, default=None, help="turn limit (default: the run's, else the env's)")
     evaluate.add_argument("--temperature", type=float, default=None, help="0 is greedy (default: the run's, else 0)")
-    evaluate.add_argument("--seed", type=int, default=None, help="seed of the evaluation (default: 0)")
+    evaluate.add_argument("--seed", type=int, default=None,
+                          help="seed of the evaluation's episodes: the config's eval_seed (default: the run's, else 1000)")
     evaluate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any config field")
     evaluate.set_defaults(run=_eval)
 
@@ -426,12 +430,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run a command; a ``UserError`` (bad input the user can fix) is one line on stderr, exit 2."""
+    """Run a command; a ``UserError`` (bad input the user can fix) and a full disk are one line on
+    stderr, exit 2."""
+    from rspo_gym.training.atomic import DISK_FULL
+
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
     except UserError as err:
         print(f"rspo-gym: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        if err.errno not in DISK_FULL:
+            raise
+        where = f" writing {err.filename}" if err.filename else ""
+        print(f"rspo-gym: error: no room{where} ({err.strerror or err}): every record file is written whole or not at all, "
+              f"so the run's record is as the last complete write left it; free space (or raise ulimit -f) and --resume",
+              file=sys.stderr)
         return 2
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from rspo_gym.training.atomic import atomic_write
+
 __all__ = ["plot_learning_curve"]
 
 
@@ -63,6 +65,9 @@ def plot_learning_curve(
     ax.legend(loc="best")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    try:
+        with atomic_write(path, "wb") as f:  # a full disk leaves the previous curve
+            fig.savefig(f, format=path.suffix.lstrip(".") or "png")
+    finally:
+        plt.close(fig)
     return True

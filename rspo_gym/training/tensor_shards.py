@@ -39,7 +39,7 @@ from typing import Any, Iterator
 
 import torch
 
-from rspo_gym.training.safe_pickle import SafeUnpickler
+from rspo_gym.training.safe_pickle import SafeUnpickler, check_torch_file
 
 __all__ = ["STORABLE_DTYPES", "split_state", "join_state", "plan_shards", "shard_layout", "tensor_data", "tensor_bytes"]
 
@@ -117,6 +117,7 @@ class _SkeletonUnpickler(SafeUnpickler):
 
     def persistent_load(self, pid: tuple) -> torch.Tensor:
         if len(pid) == 1 and isinstance(pid[0], bytes):
+            check_torch_file(io.BytesIO(pid[0]))
             return torch.load(io.BytesIO(pid[0]), map_location="cpu", weights_only=True)
         name, requires_grad = pid
         if pid not in self.restored:

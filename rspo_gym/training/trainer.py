@@ -39,6 +39,7 @@ from rspo_gym.algos.estimates import Estimate, RewardView
 from rspo_gym.training.checkpoints import (
     claim_run_dir, read_checkpoint, remove_stale, restore_metrics, run_identity, save_tag, write_checkpoint,
 )
+from rspo_gym.training.atomic import atomic_write
 from rspo_gym.training.config import TrainerConfig, save_config
 from rspo_gym.training.defaults import resolve_config, resolve_model
 from rspo_gym.training.dynamic_sampling import concat_rollouts, informative_groups, offset_ids, select_groups
@@ -50,7 +51,7 @@ from rspo_gym.training.presets import preset_overrides
 from rspo_gym.training.progress import RolloutProgress, TrainingProgress, another_iteration_fits, quiet_third_party_progress
 from rspo_gym.training.reporting import check_report_to, make_reporter
 from rspo_gym.algos.rewards import episode_scores, training_step_rewards
-from rspo_gym.training.runs import check_run_folder, create_run_dir, run_name, runs_dir
+from rspo_gym.training.runs import check_run_folder, create_run_dir, lock_run_dir, run_name, runs_dir, unlock_run_dir
 from rspo_gym.algos.schedules import lr_factor
 from rspo_gym.training.validation import (
     check_env_id, check_eval_split, check_generation_backend, check_process_reward, check_task_ids, check_text_env, positive_int,
@@ -314,12 +315,7 @@ class Trainer:
         if self.config.generation_backend == "vllm-server" and self.config.vllm_weight_sync == "none":
             raise UserError("vllm_weight_sync='none' leaves the server generating with its launch weights: "
                             "training needs vllm_weight_sync='nccl' ('none' is for evaluate())")
-        self._open_run(resume=resume, overwrite=overwrite)
-        if total < self.iteration:
-            raise UserError(
-                f"the run is at iteration {self.iteration}; learn() counts iterations from its start: "
-                f"ask for at least {self.iteration}, not {total}"
-            )
+        self._open_run(total, resume=resume, overwrite=overwrite)
         progress = TrainingProgress(
             self.config.progress and self.dist.is_main, f"{self.algo} {self.env_id or ''}".strip(), total, self.iteration,
             time_budget_s, speaks=self.dist.is_main,
@@ -868,29 +864,36 @@ class Trainer:
         return (every > 0 and (it + 1) % every == 0) or it + 1 == total
 
     # ------------------------------------------------------------------ run folder and logging
-    def _open_run(self, *, resume: bool = False, overwrite: bool = False) -> Path:
+    def _open_run(self, total: int, *, resume: bool = False, overwrite: bool = False) -> Path:
         """The run folder, made with its ``config.json`` by the first ``learn()`` (said in one line,
-        as SB3's "Logging to ..."); later calls continue in it. A resume loads the checkpoint (if
-        the run left one) and rewrites ``metrics.jsonl`` to its history before ``config.json`` is
-        written, so a refused checkpoint leaves the folder as it was."""
+        as SB3's "Logging to ..."); later calls continue in it. The main process holds the folder's
+        lock (``runs.lock_run_dir``) from before anything in it changes until ``close()``. A resume
+        loads the checkpoint (if the run left one) and checks ``total`` against it before
+        ``metrics.jsonl`` is rewritten to its history and ``config.json`` is written, so a refused
+        resume leaves the folder as it was."""
         if not self._run_open:
             if self.output_dir is None and self.dist.is_main:
                 name = run_name(self.algo, self.env_id, time.strftime("%Y%m%d-%H%M%S"))
                 self.output_dir = create_run_dir(runs_dir(), name)
             self.output_dir = Path(self.dist.gather([str(self.output_dir)])[0])  # rank 0's folder
             if self.dist.is_main:
-                check_run_folder(self.output_dir, resume=resume, checkpoint_every=self.config.checkpoint_every, need_run=False)
+                check_run_folder(self.output_dir, resume=resume, iterations=total, need_run=False)
                 try:
                     self.output_dir.mkdir(parents=True, exist_ok=True)
+                    lock_run_dir(self.output_dir)
                     claim_run_dir(self.output_dir, resume=resume, overwrite=overwrite)
                 except OSError as err:  # a folder made read-only, a full disk: one line, not a traceback
                     raise UserError(f"cannot prepare the run folder {self.output_dir}: {err.strerror or err}") from None
             self.dist.barrier()
-        if resume:
-            if (self.output_dir / "checkpoint.pt").exists():
-                self.load_checkpoint(self.output_dir / "checkpoint.pt")
-            if self.dist.is_main:
-                restore_metrics(self.output_dir, self.history)
+        if resume and (self.output_dir / "checkpoint.pt").exists():
+            self.load_checkpoint(self.output_dir / "checkpoint.pt")
+        if total < self.iteration:
+            raise UserError(
+                f"the run is at iteration {self.iteration}; learn() counts iterations from its start: "
+                f"ask for at least {self.iteration}, not {total}"
+            )
+        if resume and self.dist.is_main:
+            restore_metrics(self.output_dir, self.history)
         if not self._run_open:
             if self.dist.is_main:
                 save_config(self.config, self.output_dir / "config.json", env_id=self.env_id, model=self.model_name)
@@ -919,15 +922,14 @@ class Trainer:
         plot_learning_curve(self.history, self.output_dir / "learning_curve.png", title=title)
 
     def _log(self, metrics: dict[str, Any]) -> None:
-        with open(self.output_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(metrics, sort_keys=True) + "\n")
+        """``metrics.jsonl`` and ``metrics.csv`` rewritten whole from the history (``atomic_write``):
+        a kill or a full disk leaves the previous rows, never a torn file."""
+        restore_metrics(self.output_dir, self.history)
         columns = sorted({key for row in self.history for key in row})
-        tmp = self.output_dir / "metrics.csv.tmp"
-        with open(tmp, "w", newline="", encoding="utf-8") as f:
+        with atomic_write(self.output_dir / "metrics.csv", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=columns)
             writer.writeheader()
             writer.writerows(self.history)
-        os.replace(tmp, self.output_dir / "metrics.csv")
         if self._reporter is None:
             self._reporter = make_reporter(self.config.report_to, self.output_dir, self.config.to_dict(), metrics["iteration"]) or False
         if self._reporter:
@@ -1129,6 +1131,8 @@ class Trainer:
             venv.close()
         if self._reporter:
             self._reporter.close()
+        if self.output_dir is not None and self.dist.is_main:
+            unlock_run_dir(self.output_dir)
         self.dist.close()
 
     def __repr__(self) -> str:

@@ -1,0 +1,75 @@
+"""Record files written whole or not at all: a kill, a full disk or ``ulimit -f`` leaves the
+previous file, never a truncated one.
+
+- ``atomic_write``: a context manager yielding a file object on a temporary file in the target's
+  folder; on a clean exit the file is flushed to disk and renamed over the target (``os.replace``,
+  atomic on POSIX and Windows), and the rename is flushed too. On any error the temporary file is
+  removed and the target is untouched.
+- ``write_text_atomic`` / ``write_bytes_atomic``: the same for a string or bytes.
+- ``DISK_FULL``: the ``errno`` values of a write refused for want of room (``ENOSPC``, ``EFBIG``
+  from ``ulimit -f``, ``EDQUOT``), which the command line reports in one line.
+
+Every file of a run's record that is rewritten (``config.json``, ``metrics.jsonl``,
+``metrics.csv``, ``learning_curve.png``) goes through here; checkpoints follow the same order of
+steps in ``training/checkpoints.py``. Anything else that writes into a run folder should use it.
+Stdlib only: the torch-free config path imports it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+from pathlib import Path
+from typing import IO, Iterator
+
+__all__ = ["DISK_FULL", "atomic_write", "write_text_atomic", "write_bytes_atomic", "fsync_dir"]
+
+DISK_FULL = frozenset(code for code in (errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", None)) if code is not None)
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | Path, mode: str = "w", *, encoding: str | None = "utf-8", newline: str | None = None) -> Iterator[IO]:
+    """Write ``path`` through a temporary file in its folder (``mode``: ``"w"`` or ``"wb"``),
+    renamed over it once whole and on disk."""
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_write writes a file whole: mode 'w' or 'wb', got {mode!r}")
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask's permissions, as open() gives
+    try:
+        text = {} if mode == "wb" else {"encoding": encoding, "newline": newline}
+        with os.fdopen(fd, mode, **text) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
+
+
+def write_text_atomic(path: str | Path, text: str, *, encoding: str = "utf-8") -> None:
+    """``path`` holds ``text``, or (on any error) what it held before."""
+    with atomic_write(path, "w", encoding=encoding) as f:
+        f.write(text)
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> None:
+    """``path`` holds ``data``, or (on any error) what it held before."""
+    with atomic_write(path, "wb") as f:
+        f.write(data)
+
+
+def fsync_dir(folder: str | Path) -> None:
+    """Flush ``folder``'s entries (a file made or renamed in it) to disk; POSIX only."""
+    if os.name != "posix":
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,259 @@
+"""A run folder is a contract: one writer at a time; a resume continues the run or refuses, and
+never shrinks its record, whatever the new flags say; every record file is written whole or not
+at all (a full disk is one line, the record intact); a run's files run no code and allocate no
+more than they hold; ``eval --seed`` is the evaluation's seed.
+
+The command-line cases run ``python -m rspo_gym`` in a subprocess with the fast drrn policy, as a
+user does, so exit codes, line counts and files are the real ones."""
+
+import json
+import os
+import pickle
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.forged_checkpoint import Payload, forged
+
+pytest.importorskip("transformers")
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), "HF_HUB_OFFLINE": "1"}
+C = ["--model", "drrn", "--algo", "grpo", "--num-groups", "1", "--group-size", "2", "--max-turns", "3", "--set", "eval_every=0",
+     "--seed", "5", "--set", "progress=false"]
+RECORD = ("config.json", "metrics.jsonl", "metrics.csv", "checkpoint.pt")
+
+
+def _cli(*args: str, stdin: str | None = None, limit_bytes: int | None = None) -> subprocess.CompletedProcess:
+    limit = None if limit_bytes is None else (lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes)))
+    return subprocess.run([sys.executable, "-m", "rspo_gym", *args], cwd=REPO, env=ENV, capture_output=True, text=True,
+                          input=stdin, timeout=600, preexec_fn=limit)
+
+
+def _refused(done: subprocess.CompletedProcess, expected: str) -> str:
+    """Exit 2 and one line on stderr holding ``expected``; that line."""
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], done.stderr[-3000:]
+    return lines[0]
+
+
+def _record(out: Path) -> dict[str, bytes]:
+    return {name: (out / name).read_bytes() for name in RECORD if (out / name).is_file()}
+
+
+def _rows(out: Path) -> list[int]:
+    return [json.loads(line)["iteration"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def base2(tmp_path_factory) -> Path:
+    """A 2-iteration drrn GRPO run made with ``C`` (a checkpoint every iteration)."""
+    out = tmp_path_factory.mktemp("base") / "run"
+    done = _cli("train", *C, "--iterations", "2", "--output-dir", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+@pytest.fixture
+def run(base2, tmp_path) -> Path:
+    """A copy of ``base2`` the test may change."""
+    return Path(shutil.copytree(base2, tmp_path / "run"))
+
+
+# ---------------------------------------------------------------------------- one writer
+def test_a_second_writer_is_refused_while_the_first_runs_and_a_kill_9_frees_the_folder(tmp_path):
+    out = tmp_path / "run"
+    first = subprocess.Popen([sys.executable, "-m", "rspo_gym", "train", *C, "--iterations", "500", "--output-dir", str(out)],
+                             cwd=REPO, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 300
+        while not (out / "checkpoint.pt").exists():
+            assert first.poll() is None and time.monotonic() < deadline, first.stderr.read()[-3000:] if first.stderr else ""
+            time.sleep(0.2)
+        for extra in (["--resume"], ["--overwrite"]):
+            _refused(_cli("train", *C, "--iterations", "500", "--output-dir", str(out), *extra), "is in use by another rspo-gym process")
+        assert first.poll() is None, "the first writer died"
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    rows = _rows(out)
+    assert rows == list(range(1, len(rows) + 1))
+    done = _cli("train", *C, "--iterations", str(len(rows)), "--output-dir", str(out), "--resume")  # the kernel freed the lock
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _rows(out) == rows
+
+
+# ---------------------------------------------------------------------------- no shrink
+@pytest.mark.parametrize("removed", [("checkpoint.pt",), ("checkpoint.pt", "metrics.jsonl")], ids=["checkpoint", "checkpoint+jsonl"])
+def test_a_resume_never_shrinks_the_record_whatever_the_new_flags_say(run, removed):
+    for name in removed:
+        (run / name).unlink()
+    before = _record(run)
+    _refused(_cli("train", *C, "--iterations", "1", "--output-dir", str(run), "--resume", "--set", "checkpoint_every=9"),
+             "has logged 2 iterations")
+    # the run's own checkpoint_every (1) decides whether a restart would replace rows, not the command line's
+    _refused(_cli("train", *C, "--iterations", "2", "--output-dir", str(run), "--resume", "--set", "checkpoint_every=9"),
+             "has no checkpoint.pt but its metrics reach iteration 2")
+    assert _record(run) == before
+
+
+def test_a_refused_resume_leaves_config_json_as_it_was(run):
+    before = _record(run)
+    _refused(_cli("train", *C, "--iterations", "1", "--output-dir", str(run), "--resume"), "ask for at least 2")
+    assert _record(run) == before
+    from rspo_gym import GRPOTrainer
+    from rspo_gym.errors import UserError
+
+    trainer = GRPOTrainer("rspo/ALFWorld-v0", model="drrn", num_groups=1, group_size=2, max_turns=3, eval_every=0, seed=5,
+                          progress=False, output_dir=str(run))
+    with pytest.raises(UserError, match="ask for at least 2"):
+        trainer.learn(1, resume=True)
+    trainer.close()
+    assert _record(run) == before
+
+
+# ---------------------------------------------------------------------------- atomic record files
+def test_a_full_disk_during_a_resume_is_one_line_and_leaves_every_record_file_whole(run):
+    before = _record(run)
+    assert len(before["metrics.jsonl"]) < len(before["config.json"])  # the limit lets the first through, not the second
+    limit = (len(before["metrics.jsonl"]) + len(before["config.json"])) // 2
+    done = _cli("train", *C, "--iterations", "3", "--output-dir", str(run), "--resume", limit_bytes=limit)
+    _refused(done, "no room")
+    assert _record(run) == before
+    assert not [p.name for p in run.iterdir() if p.name.endswith(".tmp")]
+    assert _cli("eval", "--model", str(run), "--set", "progress=false", "--tasks", "1").returncode == 0
+
+
+def test_atomic_write_keeps_the_previous_file_when_the_write_fails(tmp_path):
+    from rspo_gym.training.atomic import atomic_write, write_text_atomic
+
+    path = tmp_path / "config.json"
+    write_text_atomic(path, "old")
+    with pytest.raises(RuntimeError), atomic_write(path) as f:
+        f.write("half of the new")
+        raise RuntimeError("disk full")
+    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["config.json"]
+
+
+# ---------------------------------------------------------------------------- no code from a run folder
+def _evil_model_folder(folder: Path, marker: Path) -> None:
+    """A model folder that, loaded with remote code allowed, touches ``marker``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    code = f"import pathlib\npathlib.Path({str(marker)!r}).touch()\nfrom transformers import PretrainedConfig\n" \
+           "class EvilConfig(PretrainedConfig):\n    model_type = 'evil'\n"
+    (folder / "evil.py").write_text(code)
+    (folder / "config.json").write_text(json.dumps({
+        "auto_map": {"AutoConfig": "evil.EvilConfig", "AutoModelForCausalLM": "evil.EvilModel", "AutoTokenizer": ["evil.EvilConfig", None]},
+    }))
+
+
+def test_a_policy_folder_naming_code_is_refused_and_runs_nothing(run, tmp_path):
+    marker = tmp_path / "marker"
+    shutil.rmtree(run / "policy")
+    _evil_model_folder(run / "policy", marker)
+    line = _refused(_cli("eval", "--model", str(run), "--set", "progress=false", stdin="y\ny\ny\n"), "names code to run (auto_map)")
+    assert "evil" not in line.split(":")[-1]
+    _refused(_cli("train", *C, "--model", str(run / "policy"), "--iterations", "1", "--output-dir", str(tmp_path / "new"), stdin="y\ny\ny\n"),
+             "names code to run (auto_map)")
+    assert not marker.exists()
+
+
+def test_weights_holding_a_pickle_payload_are_one_line_without_torchs_advice(run, tmp_path):
+    import torch
+
+    marker = tmp_path / "marker"
+    torch.save({"evil": Payload(marker)}, run / "policy" / "action_scorer.pt")
+    line = _refused(_cli("eval", "--model", str(run), "--set", "progress=false"), "action_scorer.pt is refused")
+    assert "posix.system" in line and "weights_only" not in line
+    hf = tmp_path / "hf"
+    from rspo_gym.policies.models import load_model
+
+    model, tokenizer = load_model("tiny-untrained")
+    model.save_pretrained(hf, safe_serialization=True)
+    tokenizer.save_pretrained(hf)
+    for file in hf.glob("*.safetensors"):
+        file.unlink()
+    torch.save({"evil": Payload(marker)}, hf / "pytorch_model.bin")
+    line = _refused(_cli("eval", "--model", str(hf), "--set", "progress=false", "--max-turns", "1", "--tasks", "1"),
+                    f"the weights of {hf} are refused")
+    assert "posix.system" in line and "weights_only" not in line
+    assert not marker.exists()
+
+
+# ---------------------------------------------------------------------------- bounded allocation
+class _Huge:
+    """Unpickled, ``bytearray(size)``: gigabytes from a few bytes of pickle."""
+
+    def __init__(self, size: int):
+        self.size = size
+
+    def __reduce__(self):
+        return bytearray, (self.size,)
+
+
+class _Tensor:
+    """A tensor's name in a checkpoint's skeleton, kept as it was."""
+
+    def __init__(self, pid):
+        self.pid = pid
+
+
+def _with_extra(skeleton: bytes, **extra) -> bytes:
+    """The trainer-state skeleton ``skeleton`` with ``extra`` entries, its tensor names kept."""
+    import io
+
+    class Reader(pickle.Unpickler):
+        def persistent_load(self, pid):
+            return _Tensor(pid)
+
+    class Writer(pickle.Pickler):
+        def persistent_id(self, obj):
+            return obj.pid if isinstance(obj, _Tensor) else None
+
+    state = Reader(io.BytesIO(skeleton)).load()
+    out = io.BytesIO()
+    Writer(out, protocol=pickle.HIGHEST_PROTOCOL).dump({**state, **extra})
+    return out.getvalue()
+
+
+def _skeleton(path: Path) -> bytes:
+    import struct
+
+    data = path.read_bytes()
+    (length,) = struct.unpack(">Q", data[-8:])
+    trailer = json.loads(data[-8 - length:-8])
+    start = len(b"rspo-gym checkpoint\n")
+    return data[start:start + trailer["payload_bytes"]]
+
+
+@pytest.mark.parametrize("size", [3 * 10**9, 10**15])
+def test_a_checkpoint_asking_for_gigabytes_is_refused_before_they_are_taken(run, size):
+    forged(run / "checkpoint.pt", _with_extra(_skeleton(run / "checkpoint.pt"), x=_Huge(size)))
+    _refused(_cli("train", *C, "--iterations", "3", "--output-dir", str(run), "--resume"),
+             f"checkpoint.pt is refused: it asks for bytearray({size})")
+
+
+@pytest.mark.parametrize("buckets,expected", [(10_000_000, "does not match the tensors of action_scorer.pt"),
+                                              (20_000_000, "buckets, embed_dim and hidden must be integers from 1 to")])
+def test_a_scorer_config_that_disagrees_with_its_tensors_is_refused_before_it_allocates(run, buckets, expected):
+    config = json.loads((run / "policy" / "scorer_config.json").read_text())
+    (run / "policy" / "scorer_config.json").write_text(json.dumps({**config, "buckets": buckets}))
+    started = time.perf_counter()
+    _refused(_cli("eval", "--model", str(run), "--set", "progress=false"), expected)
+    assert time.perf_counter() - started < 60  # 2.7 GB of embedding used to be built first
+
+
+# ---------------------------------------------------------------------------- eval --seed
+def test_eval_seed_is_the_evaluations_seed(run):
+    from rspo_gym.cli import _eval_plan, build_parser
+
+    for seed in (1, 2):
+        _, _, overrides = _eval_plan(build_parser().parse_args(["eval", "--model", str(run), "--seed", str(seed)]))
+        assert overrides["eval_seed"] == seed and "seed" not in overrides
