@@ -35,9 +35,30 @@ from rspo_gym.errors import UserError
 __all__ = ["main"]
 
 
-def _demo(args: argparse.Namespace) -> int:
+#: Most tasks one ``rspo-gym demo`` plays (each prints a transcript).
+DEMO_EPISODES = 10_000
+
+
+def _demo_env(args: argparse.Namespace) -> gym.Env:
+    """The demo's env, its split (or game folder) and every task id it will play checked first:
+    each a one-line ``UserError``."""
+    from rspo_gym.training.validation import MAX_TASK_ID
+
+    if not 1 <= args.episodes <= DEMO_EPISODES:
+        raise UserError(f"--episodes must be an integer from 1 to {DEMO_EPISODES}, got {args.episodes}")
+    if not 0 <= args.task_id < MAX_TASK_ID - args.episodes:
+        raise UserError(f"--task-id must be an integer from 0 to {MAX_TASK_ID - args.episodes - 1}, got {args.task_id}")
     kwargs = {"games": args.games} if args.games else {"split": args.split}
-    env = gym.make("rspo/ALFWorld-v0", **kwargs)
+    try:
+        env = gym.make("rspo/ALFWorld-v0", **kwargs)
+        env.reset(options={"task_id": args.task_id + args.episodes - 1})  # the last task: the range of all
+    except (ValueError, OSError, KeyError) as err:
+        raise UserError(f"rspo-gym demo: {str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
+    return env
+
+
+def _demo(args: argparse.Namespace) -> int:
+    env = _demo_env(args)
     wins = 0
     for episode in range(args.episodes):
         obs, info = env.reset(options={"task_id": args.task_id + episode})
@@ -84,6 +105,10 @@ def _human_player(info: dict) -> Callable[[dict], str | None]:
 
 
 def _webshop_serve(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    if importlib.util.find_spec("flask") is None:
+        raise UserError("rspo-gym webshop serve needs Flask: pip install 'rspo-gym[web]'")
     from rspo_gym.envs.webshop.web import create_app
 
     app = create_app(num_products=args.num_products, catalog_seed=args.catalog_seed, split=args.split)
@@ -116,6 +141,8 @@ def _config_overrides(pairs: Sequence[str]) -> dict:
             overrides[key.replace("-", "_")] = json.loads(value)
         except json.JSONDecodeError:
             overrides[key.replace("-", "_")] = value
+        except RecursionError:
+            raise UserError(f"--set {key}: its JSON value is nested too deep to read") from None
     return overrides
 
 
@@ -307,11 +334,14 @@ def _quickstart(args: argparse.Namespace) -> int:
     _require_llm_extra("quickstart")
     from rspo_gym.quickstart import QuickstartConfig, run_quickstart
 
-    config = QuickstartConfig(
-        env_id=args.env, base=args.base, swap=args.swap, model=args.model, warm_start=args.warm_start, task_type=args.task_type,
-        train_tasks=args.train_tasks, eval_tasks=args.eval_tasks, eval_episodes=args.eval_episodes, eval_every=args.eval_every,
-        time_limit_minutes=args.time_limit_minutes, iterations=args.iterations, output_dir=args.output_dir, seed=args.seed,
-    )
+    try:
+        config = QuickstartConfig(
+            env_id=args.env, base=args.base, swap=args.swap, model=args.model, warm_start=args.warm_start, task_type=args.task_type,
+            train_tasks=args.train_tasks, eval_tasks=args.eval_tasks, eval_episodes=args.eval_episodes, eval_every=args.eval_every,
+            time_limit_minutes=args.time_limit_minutes, iterations=args.iterations, output_dir=args.output_dir, seed=args.seed,
+        )
+    except (TypeError, ValueError) as err:  # before torch loads or any folder is made
+        raise UserError(f"rspo-gym quickstart: {err}") from None
     try:
         run_quickstart(config)
     except (TypeError, ValueError) as err:

@@ -44,6 +44,13 @@ __all__ = ["QuickstartConfig", "run_quickstart", "alfworld_task_ids", "plan", "e
 REFERENCE_SECONDS = {"load": 12.0, "eval_episode": 0.39, "train_trajectory": 1.07}
 
 
+#: Upper bounds of the quick start's sizes, far above its small fixed task set: a typo (extra
+#: zeros) is one line at once, not minutes of silent task scanning or gigabytes of episode lists.
+#: The training tasks are found by scanning generated ALFWorld tasks (about 30 ms per match).
+QUICKSTART_LIMITS = {"train_tasks": 1000, "eval_tasks": 10_000, "eval_episodes": 1000, "threads": 1024}
+MAX_EVAL_EPISODES = 65_536
+
+
 @dataclass
 class QuickstartConfig:
     """What the quick start runs; the defaults take about 10 minutes on 2 idle CPU cores."""
@@ -102,6 +109,12 @@ class QuickstartConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            if value > QUICKSTART_LIMITS.get(name, value):
+                raise ValueError(f"{name} must be at most {QUICKSTART_LIMITS[name]} in the quick start, got {value} "
+                                 f"(rspo-gym train takes larger task sets)")
+        if self.eval_tasks * self.eval_episodes > MAX_EVAL_EPISODES:
+            raise ValueError(f"eval_tasks x eval_episodes must be at most {MAX_EVAL_EPISODES} episodes per evaluation, "
+                             f"got {self.eval_tasks} x {self.eval_episodes}")
         if isinstance(self.eval_every, bool) or not isinstance(self.eval_every, int) or self.eval_every < 0:
             raise ValueError(f"eval_every must be an integer >= 0 (0: only at the start and the end), got {self.eval_every!r}")
         if self.time_limit_minutes is not None and not self.time_limit_minutes > 0:

@@ -96,11 +96,10 @@ def test_a_resume_never_shrinks_the_record_whatever_the_new_flags_say(run, remov
     for name in removed:
         (run / name).unlink()
     before = _record(run)
-    _refused(_cli("train", *C, "--iterations", "1", "--output-dir", str(run), "--resume", "--set", "checkpoint_every=9"),
-             "has logged 2 iterations")
     # the run's own checkpoint_every (1) decides whether a restart would replace rows, not the command line's
-    _refused(_cli("train", *C, "--iterations", "2", "--output-dir", str(run), "--resume", "--set", "checkpoint_every=9"),
-             "has no checkpoint.pt but its metrics reach iteration 2")
+    for iterations in ("1", "2"):
+        _refused(_cli("train", *C, "--iterations", iterations, "--output-dir", str(run), "--resume", "--set", "checkpoint_every=9"),
+                 "has no checkpoint.pt but its metrics reach iteration 2")
     assert _record(run) == before
 
 
@@ -205,7 +204,7 @@ class _Tensor:
         self.pid = pid
 
 
-def _with_extra(skeleton: bytes, **extra) -> bytes:
+def _with_extra(skeleton: bytes, protocol: int = pickle.HIGHEST_PROTOCOL, **extra) -> bytes:
     """The trainer-state skeleton ``skeleton`` with ``extra`` entries, its tensor names kept."""
     import io
 
@@ -219,7 +218,7 @@ def _with_extra(skeleton: bytes, **extra) -> bytes:
 
     state = Reader(io.BytesIO(skeleton)).load()
     out = io.BytesIO()
-    Writer(out, protocol=pickle.HIGHEST_PROTOCOL).dump({**state, **extra})
+    Writer(out, protocol=protocol).dump({**state, **extra})
     return out.getvalue()
 
 
@@ -257,3 +256,103 @@ def test_eval_seed_is_the_evaluations_seed(run):
     for seed in (1, 2):
         _, _, overrides = _eval_plan(build_parser().parse_args(["eval", "--model", str(run), "--seed", str(seed)]))
         assert overrides["eval_seed"] == seed and "seed" not in overrides
+
+
+# ---------------------------------------------------------------------------- hostile files: one line
+def _trailer(path: Path) -> tuple[bytes, dict]:
+    import struct
+
+    data = path.read_bytes()
+    (length,) = struct.unpack(">Q", data[-8:])
+    return data, json.loads(data[-8 - length:-8])
+
+
+def _swap_first_matrix_shape(run: Path) -> None:
+    """Swap the shape of the first non-square matrix in the checkpoint's first shard (same bytes),
+    then recompute the shard's sha256 in the trailer and the trailer's own: what anyone can write."""
+    import hashlib
+    import struct
+
+    data, trailer = _trailer(run / "checkpoint.pt")
+    shard = trailer["tensors"]["shards"][0]
+    file = run / trailer["tensors"]["folder"] / shard["file"]
+    raw = file.read_bytes()
+    (size,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + size])
+    name = next(k for k, v in header.items() if k != "__metadata__" and len(v["shape"]) == 2 and v["shape"][0] != v["shape"][1])
+    header[name]["shape"] = header[name]["shape"][::-1]
+    text = json.dumps(header, separators=(",", ":")).encode().ljust(size)
+    raw = raw[:8] + text + raw[8 + size:]
+    file.write_bytes(raw)
+    shard["sha256"] = hashlib.sha256(raw).hexdigest()
+    forged(run / "checkpoint.pt", _skeleton(run / "checkpoint.pt"), tensors=trailer["tensors"])
+
+
+def _with_deep_history(skeleton: bytes, depth: int) -> bytes:
+    """The skeleton with a history of one row nested ``depth`` dicts deep, written as raw pickle
+    opcodes (Python's pickler itself recurses too deep to write it)."""
+    import struct
+
+    marker = "DEEP-HISTORY-ROW"
+    data = _with_extra(skeleton, protocol=3, history=[marker])  # protocol 3: no frames whose lengths would change
+    string = b"X" + struct.pack("<I", len(marker)) + marker.encode()
+    assert data.count(string) == 1
+    return data.replace(string, (b"}" + b"X\x01\x00\x00\x00x") * depth + b"}" + b"s" * depth)
+
+
+def test_hostile_checkpoints_and_records_are_one_line(run, tmp_path):
+    resume = ["train", *C, "--iterations", "3", "--resume"]
+    deep = tmp_path / "deep-trailer"
+    shutil.copytree(run, deep)
+    nested = b"[" * 100_000
+    (deep / "checkpoint.pt").write_bytes(b"rspo-gym checkpoint\n" + nested + len(nested).to_bytes(8, "big"))
+    _refused(_cli(*resume, "--output-dir", str(deep)), "its trailer is unreadable")
+
+    deep_row = tmp_path / "deep-row"
+    shutil.copytree(run, deep_row)
+    (deep_row / "metrics.jsonl").write_text(json.dumps({"iteration": 1}) + "\n" + "[" * 20_000 + "\n")
+    (deep_row / "checkpoint.pt").unlink()
+    shutil.rmtree(deep_row / "checkpoint_tensors")
+    (deep_row / "metrics.csv").unlink()
+    done = _cli(*resume[:-2], "1", "--resume", "--output-dir", str(deep_row))  # row 1 is before the first checkpoint
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    deep_history = tmp_path / "deep-history"
+    shutil.copytree(run, deep_history)
+    forged(deep_history / "checkpoint.pt", _with_deep_history(_skeleton(deep_history / "checkpoint.pt"), 20_000))
+    _refused(_cli(*resume, "--output-dir", str(deep_history)), "checkpoint.pt")
+
+    swapped = tmp_path / "swapped"
+    shutil.copytree(run, swapped)
+    _swap_first_matrix_shape(swapped)
+    _refused(_cli(*resume, "--output-dir", str(swapped)), "does not fit this run's model and optimizer")
+
+
+def test_webshop_serve_without_flask_is_one_line(tmp_path):
+    blocker = tmp_path / "flask.py"  # an import of flask that fails, as when it is not installed
+    blocker.write_text("raise ImportError('no flask here')\n")
+    env = {**ENV, "PYTHONPATH": os.pathsep.join([str(tmp_path), ENV["PYTHONPATH"]])}
+    code = "import sys, importlib.util; importlib.util.find_spec = lambda name, *a: None if name == 'flask' else _find(name, *a)"
+    done = subprocess.run([sys.executable, "-c", "import importlib.util as u; _f = u.find_spec; "
+                           "u.find_spec = lambda n, *a: None if n == 'flask' else _f(n, *a); "
+                           "from rspo_gym.cli import main; raise SystemExit(main(['webshop', 'serve']))"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    del code
+    _refused(done, "rspo-gym webshop serve needs Flask: pip install 'rspo-gym[web]'")
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["quickstart", "--iterations", "-1"], "iterations must be a positive integer, got -1"),
+    (["quickstart", "--time-limit-minutes", "-5"], "time_limit_minutes must be > 0"),
+    (["quickstart", "--eval-episodes", "1000000000"], "eval_episodes must be at most 1000"),
+    (["quickstart", "--train-tasks", "100000000"], "train_tasks must be at most 1000"),
+    (["demo", "--task-id", str(10**15)], "--task-id must be an integer from 0 to"),
+    (["demo", "--split", "nope"], "Unknown split 'nope'"),
+    (["demo", "--games", "/etc/passwd", "--episodes", "1"], "/etc/passwd: not a readable game.tw-pddl JSON file"),
+    (["demo", "--episodes", "-3"], "--episodes must be an integer from 1 to"),
+    (["train", "--set", "a=" + "[" * 60_000], "--set a: its JSON value is nested too deep to read"),
+], ids=lambda v: " ".join(v)[:40] if isinstance(v, list) else None)
+def test_quickstart_demo_and_set_errors_are_one_line_at_once(args, expected, tmp_path):
+    started = time.perf_counter()
+    _refused(_cli(*args, "--output-dir", str(tmp_path / "out")) if args[0] == "quickstart" else _cli(*args), expected)
+    assert time.perf_counter() - started < 10 and not (tmp_path / "out").exists()

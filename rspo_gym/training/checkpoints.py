@@ -357,7 +357,7 @@ def read_checkpoint(path: str | Path, expected: dict[str, Any] | None = None) ->
         return join_state(skeleton, tensors)
     except pickle.UnpicklingError as err:
         raise UserError(f"{path} is refused: {refusal_reason(err)}; {_UNSAFE}") from None
-    except (ValueError, TypeError, AttributeError, EOFError) as err:
+    except (ValueError, TypeError, AttributeError, EOFError, RecursionError) as err:
         raise UserError(f"{path} is damaged ({_first_line(err)}): {_ADVICE}") from None
 
 
@@ -387,7 +387,7 @@ def _verified_trailer(f: BinaryIO, path: Path) -> tuple[dict[str, Any], int]:
         trailer = json.loads(f.read(trailer_bytes).decode())
         payload_bytes, sha256, identity, fmt = trailer["payload_bytes"], trailer["sha256"], trailer["identity"], trailer["format"]
         tensors = trailer["tensors"] if fmt == FORMAT else None  # the shard list, under the digest
-    except (ValueError, KeyError, TypeError, OverflowError):
+    except (ValueError, KeyError, TypeError, OverflowError, RecursionError, MemoryError):
         raise UserError(f"{damaged} (its trailer is unreadable: cut short or overwritten): {_ADVICE}") from None
     if fmt not in (SINGLE_FILE_FORMAT, FORMAT):
         raise UserError(f"{path} has checkpoint format {fmt!r}, unknown to this rspo-gym (written by a newer one, or damaged): "

@@ -106,18 +106,16 @@ def check_run_folder(output_dir: str | Path | None, *, resume: bool, iterations:
     if need_run and not (out / "config.json").is_file() and not (out / "checkpoint.pt").exists():
         raise UserError(f"--resume: {out} holds no run (no config.json): check the path, or drop --resume to start one there")
     last = recorded_iterations(out)
+    every = _run_checkpoint_every(out)
+    if not (out / "checkpoint.pt").exists() and (last > max(every, 0) or (every == 0 and last > 0)):
+        raise UserError(
+            f"--resume: {out} has no checkpoint.pt but its metrics reach iteration {last}: restarting would replace "
+            f"that record; restore checkpoint.pt from a copy, or start over with --overwrite"
+        )
     if iterations is not None and iterations < last:
         raise UserError(
             f"--resume: the run in {out} has logged {last} iterations; iterations count from the run's start: "
             f"ask for at least {last}, not {iterations} (or start over with --overwrite)"
-        )
-    if (out / "checkpoint.pt").exists():
-        return
-    every = _run_checkpoint_every(out)
-    if last > max(every, 0) or (every == 0 and last > 0):
-        raise UserError(
-            f"--resume: {out} has no checkpoint.pt but its metrics reach iteration {last}: restarting would replace "
-            f"that record; restore checkpoint.pt from a copy, or start over with --overwrite"
         )
 
 

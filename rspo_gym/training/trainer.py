@@ -72,6 +72,18 @@ def _seed(*parts: int) -> int:
     return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0])
 
 
+def _check_history(history: Any) -> None:
+    """A checkpoint's history is what ``_log`` wrote: a list of rows that JSON can hold; a row
+    nested thousands deep would fail (``RecursionError``) when ``metrics.jsonl`` is rewritten."""
+    if not isinstance(history, list) or not all(isinstance(row, dict) for row in history):
+        raise ValueError("its history is not a list of metric rows")
+    try:
+        for row in history:
+            json.dumps(row)
+    except RecursionError:
+        raise ValueError("its history holds a row nested too deep for JSON") from None
+
+
 def _engine_folder(checkpoint: Path) -> Path:
     """Where a sharded engine's states live beside ``checkpoint.pt``: ``checkpoint_engine/``, one
     sub-folder per save, named in the checkpoint that goes with it."""
@@ -980,9 +992,18 @@ class Trainer:
         """Continue from ``path``; refused in one line (``UserError``) when it is damaged or belongs
         to another run (another trainer, model or state-shaping config field)."""
         state = read_checkpoint(path, expected=run_identity(self))
-        if "policy" not in state:  # written under FSDP / DeepSpeed (before per-save folders: the folder itself)
-            self.dist.load_engine_state(_engine_folder(Path(path)) / state.get("engine_state", ""))
-        self.load_state(state)  # copied onto the device by load_state
+        if not isinstance(state, dict):
+            raise UserError(f"{path} holds no trainer state: resume from an intact copy, or start over (rspo-gym train --overwrite)")
+        try:
+            _check_history(state.get("history"))
+            if "policy" not in state:  # written under FSDP / DeepSpeed (before per-save folders: the folder itself)
+                self.dist.load_engine_state(_engine_folder(Path(path)) / state.get("engine_state", ""))
+            self.load_state(state)  # copied onto the device by load_state
+        except (RuntimeError, ValueError, KeyError, TypeError, AttributeError, IndexError) as err:
+            # a shard whose header was altered (a swapped shape, its sha256 recomputed) loads, and does not fit
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise UserError(f"{path} does not fit this run's model and optimizer ({first}): resume from an intact copy, "
+                            f"or start over (rspo-gym train --overwrite)") from None
 
     def _require_output_dir(self) -> Path:
         if self.output_dir is None:
