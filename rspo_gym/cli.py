@@ -29,7 +29,7 @@ import gymnasium as gym
 
 import rspo_gym  # noqa: F401 - registers the environments
 from rspo_gym.training.runs import check_run_folder, lock_run_dir
-from rspo_gym.training.validation import check_generation_backend
+from rspo_gym.training.validation import check_env_settings, check_generation_backend
 from rspo_gym.errors import UserError
 
 __all__ = ["main"]
@@ -190,6 +190,8 @@ def _checked_config(algo: str, overrides: dict):
 def _trainer(algo: str, env: str, model: str, overrides: dict):
     """The trainer, its config checked first; a model or env that cannot be had is a ``UserError``."""
     config = _checked_config(algo, overrides)
+    if isinstance(env, str):
+        check_env_settings(env, config)  # torch-free: a wrong env or task id is one line in about a second
     from rspo_gym import algos
 
     classes = {"grpo": algos.GRPOTrainer, "ppo": algos.PPOTrainer, "gigpo": algos.GiGPOTrainer, "rspo": algos.RSPOTrainer}

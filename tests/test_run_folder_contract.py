@@ -356,3 +356,21 @@ def test_quickstart_demo_and_set_errors_are_one_line_at_once(args, expected, tmp
     started = time.perf_counter()
     _refused(_cli(*args, "--output-dir", str(tmp_path / "out")) if args[0] == "quickstart" else _cli(*args), expected)
     assert time.perf_counter() - started < 10 and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("case", ["text env", "task ids", "dangling link"])
+def test_env_task_and_folder_errors_come_before_torch_is_imported(case, tmp_path):
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "nowhere")
+    args, expected = {
+        "text env": (["--env", "CartPole-v1"], "CartPole-v1 is not a text env"),
+        "task ids": (["--env", "rspo/WebShop-v0", "--set", "train_task_ids=[99999999]"], "train_task_ids [99999999] out of range"),
+        "dangling link": (["--output-dir", str(link / "run")], f"{link} is a link to"),
+    }[case]
+    code = "import sys; from rspo_gym.cli import main; rc = main(sys.argv[1:]); print('torch' in sys.modules); raise SystemExit(rc)"
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code, "train", *C, *args], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=120)
+    seconds = time.perf_counter() - started
+    assert done.stdout.strip() == "False", "torch was imported before the error"
+    _refused(subprocess.CompletedProcess(done.args, done.returncode, "", done.stderr), expected)
+    assert seconds < 10  # about a second on an idle machine (0.6-1.1 s measured); torch alone is 2-4 s

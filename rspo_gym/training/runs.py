@@ -192,6 +192,9 @@ def _check_writable(out: Path) -> None:
     mounts and pseudo filesystems alike."""
     existing = out
     while not existing.exists() and existing != existing.parent:
+        if existing.is_symlink():  # a dangling link: mkdir would fail on it after the model loads
+            raise UserError(f"output_dir {str(out)!r} cannot be made: {existing} is a link to {os.readlink(existing)!r}, "
+                            f"which does not exist")
         existing = existing.parent
     if not existing.is_dir():
         raise UserError(f"output_dir {str(out)!r} cannot be made: {existing} is a file, not a folder")

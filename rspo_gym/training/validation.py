@@ -443,6 +443,37 @@ def check_text_env(observation_space: Any, action_space: Any, env_id: str | None
     )
 
 
+def check_env_settings(env_id: str, config: Any) -> None:
+    """Before torch and the model (the command line's first checks, about a second): ``env_id`` is
+    registered, speaks text, takes ``env_kwargs``, and has every id of ``train_task_ids`` and (when
+    ``learn()`` will evaluate on them) ``eval_task_ids`` in the evaluation split. One env of each
+    split is built and closed; the trainer checks the same again for Python callers."""
+    import gymnasium as gym
+
+    from rspo_gym.training.envs import default_eval_split
+
+    check_env_id(env_id)
+    kwargs = dict(config.env_kwargs or {})
+
+    def make(**extra: Any) -> Any:
+        try:
+            return gym.make(env_id, **{**kwargs, **extra})
+        except (TypeError, ValueError) as err:
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise UserError(f"{env_id} cannot be made with env_kwargs {kwargs}: {first}") from None
+
+    env = make()
+    try:
+        check_text_env(env.observation_space, env.action_space, env_id)
+    except UserError:
+        env.close()
+        raise
+    check_task_ids(env, config.train_task_ids, "train_task_ids", "the training env")
+    split = config.eval_split or default_eval_split(env_id)
+    if split:
+        check_eval_split(lambda: make(split=split), split, config.eval_task_ids if config.eval_every > 0 else None)
+
+
 def check_generation_backend(backend: str) -> None:
     """That the engine ``generation_backend`` names is installed (``vllm`` runs in this process),
     said in one line before the model loads rather than as the import's traceback."""
