@@ -99,7 +99,7 @@ def failure_report(env: gym.Env, query: str | None) -> str:
 
 def run_split(split: str, n: int, failures: bool, num_products: int = 1000,
               policy: str = "expert") -> dict:
-    env = gym.make(ENV_ID, split=split, num_products=num_products)
+    env = gym.make(ENV_ID, split=split, num_products=num_products, allow_large_catalog=True)
     n = min(n, len(env.unwrapped.task_ids))
     t0 = time.perf_counter()
     scores, steps, lost = [], [], []

@@ -135,7 +135,7 @@ def make_first_env(n: int, seed: int) -> tuple[gym.Env, dict]:
     env_mod.shared_catalog, env_mod.index_for = timed_catalog, timed_index_for
     try:
         t0 = time.perf_counter()
-        env = gym.make(ENV_ID, num_products=n, split="train", catalog_seed=seed)
+        env = gym.make(ENV_ID, num_products=n, split="train", catalog_seed=seed, allow_large_catalog=True)
         stages["env_total_s"] = time.perf_counter() - t0
     finally:
         env_mod.shared_catalog, env_mod.index_for = orig_catalog, orig_index_for
@@ -200,7 +200,7 @@ def bench_size(n: int, seed: int, queries: list[str] | None, args) -> tuple[dict
     env1, st = make_first_env(n, seed)
     rss1 = rss_mb()
     t0 = time.perf_counter()
-    env2 = gym.make(ENV_ID, num_products=n, split="train", catalog_seed=seed)
+    env2 = gym.make(ENV_ID, num_products=n, split="train", catalog_seed=seed, allow_large_catalog=True)
     env2_s = time.perf_counter() - t0
     rss2 = rss_mb()
     shares = env2.unwrapped.index is env1.unwrapped.index and env2.unwrapped.catalog is env1.unwrapped.catalog

@@ -107,11 +107,18 @@ def _human_player(info: dict) -> Callable[[dict], str | None]:
 def _webshop_serve(args: argparse.Namespace) -> int:
     import importlib.util
 
+    from rspo_gym.envs.webshop.env import check_catalog_size
+
+    try:
+        check_catalog_size(args.num_products, args.allow_large_catalog)
+    except ValueError as err:
+        raise UserError(str(err)) from None
     if importlib.util.find_spec("flask") is None:
         raise UserError("rspo-gym webshop serve needs Flask: pip install 'rspo-gym[web]'")
     from rspo_gym.envs.webshop.web import create_app
 
-    app = create_app(num_products=args.num_products, catalog_seed=args.catalog_seed, split=args.split)
+    app = create_app(num_products=args.num_products, catalog_seed=args.catalog_seed, split=args.split,
+                     allow_large_catalog=args.allow_large_catalog)
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: serving on {args.host}, reachable beyond this machine", file=sys.stderr)
     print(f"WebShop ({args.num_products} products, {args.split} goals): http://{args.host}:{args.port}/")
@@ -401,6 +408,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=3000, help="port (default: 3000)")
     serve.add_argument("--num-products", type=int, default=1000, help="catalog size (default: 1000)")
     serve.add_argument("--catalog-seed", type=int, default=0, help="catalog seed (default: 0)")
+    serve.add_argument("--allow-large-catalog", action="store_true",
+                       help="build a catalog above 100,000 products (about 2.7 GB and 2 min per million)")
     serve.add_argument("--split", choices=("test", "valid", "train"), default="test",
                        help="goal split (default: test)")
     serve.set_defaults(run=_webshop_serve)

@@ -374,3 +374,18 @@ def test_env_task_and_folder_errors_come_before_torch_is_imported(case, tmp_path
     assert done.stdout.strip() == "False", "torch was imported before the error"
     _refused(subprocess.CompletedProcess(done.args, done.returncode, "", done.stderr), expected)
     assert seconds < 10  # about a second on an idle machine (0.6-1.1 s measured); torch alone is 2-4 s
+
+
+def test_a_large_webshop_catalog_says_its_cost_and_is_built_only_when_asked():
+    import gymnasium as gym
+
+    import rspo_gym  # noqa: F401 - registers the envs
+    from rspo_gym.envs.webshop.env import check_catalog_size
+
+    with pytest.raises(ValueError, match=r"num_products=5000000 builds a catalog and search index of about 13\.5 GB in about 10 min"):
+        gym.make("rspo/WebShop-v0", num_products=5_000_000)
+    check_catalog_size(5_000_000, allow_large_catalog=True)  # the documented way to build it anyway
+    started = time.perf_counter()
+    _refused(_cli("train", *C, "--env", "rspo/WebShop-v0", "--set", 'env_kwargs={"num_products": 5000000}'), "allow_large_catalog=True")
+    _refused(_cli("webshop", "serve", "--num-products", "5000000"), "--allow-large-catalog for webshop serve")
+    assert time.perf_counter() - started < 20

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rspo_gym.envs.webshop.env import shared_catalog
+from rspo_gym.envs.webshop.env import check_catalog_size, shared_catalog
 from rspo_gym.envs.webshop.search import index_for
 from rspo_gym.envs.webshop.session import (
     BACK_TO_SEARCH,
@@ -318,6 +318,7 @@ def create_app(
     *,
     goal_style: str = "human",
     max_sessions: int = MAX_SESSIONS,
+    allow_large_catalog: bool = False,
 ) -> Any:
     """The WebShop site for people over the synthetic catalog (``num_products``, ``catalog_seed``)
     with the goals of ``split`` (``test``/``valid``/``train``). Returns a :class:`flask.Flask`."""
@@ -329,6 +330,7 @@ def create_app(
                           "pip install 'rspo-gym[web]'") from exc
     from flask import abort, redirect, request
 
+    check_catalog_size(num_products, allow_large_catalog)
     catalog, goals = shared_catalog(num_products, catalog_seed, goal_style)
     task_ids = goals.split(split)
     if len(task_ids) == 0:
