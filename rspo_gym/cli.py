@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import functools
 import dataclasses
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,7 +29,7 @@ from pathlib import Path
 import gymnasium as gym
 
 import rspo_gym  # noqa: F401 - registers the environments
-from rspo_gym.training.runs import check_run_folder, lock_run_dir
+from rspo_gym.training.runs import check_run_folder, lock_run_dir, unlock_run_dir
 from rspo_gym.training.validation import check_env_settings, check_generation_backend
 from rspo_gym.errors import UserError
 
@@ -231,13 +232,18 @@ def _train(args: argparse.Namespace) -> int:
     overrides = {**preset, **_with_flags(_config_overrides(args.set), flags)}
     config = _checked_config(args.algo, overrides)
     check_run_folder(config.output_dir, resume=args.resume, iterations=config.iterations)
-    if config.output_dir is not None and Path(config.output_dir).expanduser().is_dir():
-        lock_run_dir(config.output_dir)  # a second writer is refused now, not after the model loads
-    check_generation_backend(config.generation_backend)
-    trainer = _trainer(args.algo, args.env, args.model, overrides)
-    # writes metrics, config, checkpoint, policy/ and the curve
-    history = trainer.learn(resume=args.resume, overwrite=args.overwrite)
-    trainer.close()
+    out = Path(config.output_dir).expanduser() if config.output_dir is not None else None
+    try:
+        if out is not None and out.is_dir() and "LOCAL_RANK" not in os.environ:  # under a launcher, rank 0's trainer locks
+            lock_run_dir(out)  # a second writer is refused now, not after the model loads
+        check_generation_backend(config.generation_backend)
+        trainer = _trainer(args.algo, args.env, args.model, overrides)
+        # writes metrics, config, checkpoint, policy/ and the curve
+        history = trainer.learn(resume=args.resume, overwrite=args.overwrite)
+        trainer.close()
+    finally:
+        if out is not None:
+            unlock_run_dir(out)  # main() may run again in this process (tests, notebooks)
     if not trainer.dist.is_main:  # under a launcher, rank 0 reports
         return 0
     last = history[-1] if history else {}
