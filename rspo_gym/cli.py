@@ -479,7 +479,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a command; a ``UserError`` (bad input the user can fix) and a full disk are one line on
     stderr, exit 2."""
-    from rspo_gym.training.atomic import DISK_FULL
+    from rspo_gym.atomic import DISK_FULL
 
     args = build_parser().parse_args(argv)
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from rspo_gym.training.atomic import atomic_write
+from rspo_gym.atomic import atomic_write
 
 __all__ = ["plot_learning_curve"]
 

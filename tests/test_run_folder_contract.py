@@ -131,7 +131,7 @@ def test_a_full_disk_during_a_resume_is_one_line_and_leaves_every_record_file_wh
 
 
 def test_atomic_write_keeps_the_previous_file_when_the_write_fails(tmp_path):
-    from rspo_gym.training.atomic import atomic_write, write_text_atomic
+    from rspo_gym.atomic import atomic_write, write_text_atomic
 
     path = tmp_path / "config.json"
     write_text_atomic(path, "old")

@@ -840,7 +840,7 @@ def _read_saved(path: Path) -> tuple[ScorerConfig, dict[str, Any]]:
     import pickle
 
     from rspo_gym.errors import UserError
-    from rspo_gym.training.safe_pickle import check_torch_file, refusal_reason
+    from rspo_gym.safe_pickle import check_torch_file, refusal_reason
 
     file = path / _CONFIG_FILE
     try:

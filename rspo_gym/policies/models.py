@@ -486,7 +486,7 @@ def check_model_folder(folder: Path) -> None:
     import json
     import pickle
 
-    from rspo_gym.training.safe_pickle import check_torch_file, refusal_reason
+    from rspo_gym.safe_pickle import check_torch_file, refusal_reason
 
     for name in CODE_NAMING_FILES:
         file = folder / name
@@ -512,7 +512,7 @@ def _from_pretrained(name: str, local_files_only: bool) -> tuple[PreTrainedModel
     more than tensors in one line."""
     import pickle
 
-    from rspo_gym.training.safe_pickle import refusal_reason
+    from rspo_gym.safe_pickle import refusal_reason
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(name, local_files_only=local_files_only, trust_remote_code=False)

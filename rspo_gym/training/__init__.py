@@ -10,8 +10,8 @@
   that depend on the env or the model; ``presets``: named settings (``preset="verl-agent"``).
 - ``envs``: the grouped vector envs a trainer trains and evaluates on; ``dynamic_sampling``:
   keeping the groups that teach something (``filter_groups``).
-- ``checkpoints``, ``tensor_shards``, ``safe_pickle``: atomic, verified checkpoints read without
-  running code; ``runs``: run folders; ``progress``, ``reporting``: the progress line, TensorBoard.
+- ``checkpoints``, ``tensor_shards``: atomic, verified checkpoints read without running code
+  (``rspo_gym.safe_pickle``); ``runs``: run folders and their one-writer lock; ``progress``, ``reporting``: the progress line, TensorBoard.
 - ``distributed``: data-parallel training under ``accelerate launch`` / ``torchrun`` (DDP, FSDP,
   DeepSpeed).
 
@@ -23,7 +23,8 @@ function in ``rspo_gym.algos.estimates``; one file per algorithm keeps the class
 under the algorithm's name.
 
 May import: ``rspo_gym.algos`` (the math), ``rspo_gym.policies``, ``rspo_gym.rollout``,
-``rspo_gym.envs``, ``rspo_gym.errors``, ``rspo_gym.plotting`` (the room order is checked by
+``rspo_gym.envs``, ``rspo_gym.errors``, ``rspo_gym.plotting``, ``rspo_gym.atomic``,
+``rspo_gym.safe_pickle`` (the room order is checked by
 ``tests/test_layout.py``). Importing ``rspo_gym.training.config`` (or ``validation``,
 ``config_reference``, ``runs``) imports no torch: ``rspo-gym config`` and a bad ``--set`` answer
 fast. The trainers and configs are top-level names too (``from rspo_gym import RSPOTrainer``).

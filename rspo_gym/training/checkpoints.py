@@ -57,8 +57,8 @@ from typing import Any, BinaryIO, Iterable
 
 import torch
 
-from rspo_gym.training.atomic import atomic_write
-from rspo_gym.training.safe_pickle import allowed_classes, check_torch_file, refusal_reason
+from rspo_gym.atomic import atomic_write
+from rspo_gym.safe_pickle import allowed_classes, check_torch_file, refusal_reason
 from rspo_gym.training.tensor_shards import join_state, plan_shards, shard_layout, split_state, tensor_data
 from rspo_gym.errors import UserError
 

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from rspo_gym.training.atomic import write_text_atomic
+from rspo_gym.atomic import write_text_atomic
 from rspo_gym.training.validation import unknown_fields_error, validate_config
 
 __all__ = ["TrainerConfig", "GiGPOConfig", "PPOConfig", "RSPOConfig", "RUN_INFO_KEYS", "save_config", "load_config"]

@@ -39,7 +39,7 @@ from typing import Any, Iterator
 
 import torch
 
-from rspo_gym.training.safe_pickle import SafeUnpickler, check_torch_file
+from rspo_gym.safe_pickle import SafeUnpickler, check_torch_file
 
 __all__ = ["STORABLE_DTYPES", "split_state", "join_state", "plan_shards", "shard_layout", "tensor_data", "tensor_bytes"]
 

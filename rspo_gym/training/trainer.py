@@ -39,7 +39,7 @@ from rspo_gym.algos.estimates import Estimate, RewardView
 from rspo_gym.training.checkpoints import (
     claim_run_dir, read_checkpoint, remove_stale, restore_metrics, run_identity, save_tag, write_checkpoint,
 )
-from rspo_gym.training.atomic import atomic_write
+from rspo_gym.atomic import atomic_write
 from rspo_gym.training.config import TrainerConfig, save_config
 from rspo_gym.training.defaults import resolve_config, resolve_model
 from rspo_gym.training.dynamic_sampling import concat_rollouts, informative_groups, offset_ids, select_groups
