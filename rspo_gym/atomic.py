@@ -45,9 +45,11 @@ def atomic_write(path: str | Path, mode: str = "w", *, encoding: str | None = "u
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(err, OSError) and err.filename is None:
+            err.filename = str(path)  # a write through the descriptor names no file: say which
         raise
     fsync_dir(path.parent)
 
