@@ -308,6 +308,7 @@ def _quickstart(args: argparse.Namespace) -> int:
         env_id=args.env, base=args.base, swap=args.swap, model=args.model, warm_start=args.warm_start, task_type=args.task_type,
         train_tasks=args.train_tasks, eval_tasks=args.eval_tasks, eval_episodes=args.eval_episodes, eval_every=args.eval_every,
         time_limit_minutes=args.time_limit_minutes, iterations=args.iterations, output_dir=args.output_dir, seed=args.seed,
+        cpu_capability=None if args.cpu_capability == "native" else args.cpu_capability,
     )
     try:
         run_quickstart(config)
@@ -349,6 +350,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="opt-in wall-clock limit: training stops early to end by it (the summary says how many iterations ran)")
     quick.add_argument("--output-dir", default=defaults.output_dir, help="results folder")
     quick.add_argument("--seed", type=int, default=defaults.seed, help="seed of everything")
+    quick.add_argument("--cpu-capability", choices=("avx2", "avx512", "default", "native"), default=defaults.cpu_capability,
+                       help="torch's vector kernels, pinned so the numbers are the same on CPUs with and without AVX-512 "
+                            "(native: torch's own choice, faster where it picks AVX-512)")
     quick.set_defaults(run=_quickstart)
     demo = commands.add_parser("demo", help="watch an expert (or play yourself) on ALFWorld tasks")
     demo.add_argument("--split", default="valid_seen", help="generated split (default: valid_seen)")

@@ -32,6 +32,8 @@ is ``train`` goals and the first ``test`` goals.
 from __future__ import annotations
 
 import json
+import os
+import platform
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -42,6 +44,38 @@ __all__ = ["QuickstartConfig", "run_quickstart", "alfworld_task_ids", "plan", "e
 # Measured on the 2-core development machine, idle, with the defaults (``docs/results.md``: 9.8 min
 # for the run): what the up-front estimate scales; the ETA rescales it by the speed actually seen.
 REFERENCE_SECONDS = {"load": 12.0, "eval_episode": 0.39, "train_trajectory": 1.07}
+
+
+#: ``QuickstartConfig.cpu_capability``'s values (None: torch's own choice).
+CPU_CAPABILITIES = ("avx2", "avx512", "default", None)
+
+
+def pin_cpu_kernels(capability: str | None) -> None:
+    """Ask torch, MKL and oneDNN for ``capability``'s kernels, before torch runs its first op.
+
+    torch reads ``ATEN_CPU_CAPABILITY`` when it first dispatches a vector kernel. MKL takes its AVX2
+    code path on AMD CPUs whatever they support, but its widest one on Intel's unless
+    ``MKL_CBWR`` fixes the branch; oneDNN likewise unless ``ONEDNN_MAX_CPU_ISA`` caps it.
+    """
+    if capability is None:
+        return
+    os.environ["ATEN_CPU_CAPABILITY"] = capability
+    if capability == "avx2":
+        os.environ["MKL_CBWR"] = "AVX2"
+        os.environ["ONEDNN_MAX_CPU_ISA"] = "AVX2"
+
+
+def cpu_description() -> dict[str, str]:
+    """The CPU's model name and the vector kernels torch runs with: what a run's numbers depend on."""
+    import torch
+
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            model = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), model)
+    except OSError:
+        pass
+    return {"cpu": model, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
 @dataclass
@@ -80,6 +114,11 @@ class QuickstartConfig:
     some changes no other number."""
     threads: int = 2
     """torch's CPU threads, fixed so that the numbers do not depend on the machine's core count."""
+    cpu_capability: str | None = "avx2"
+    """ATen's vector kernels for the run (``avx2``, ``avx512`` or ``default``), pinned so that the
+    numbers do not depend on whether the CPU has AVX-512: torch otherwise takes its widest kernels,
+    whose float sums round differently. Every x86-64 CPU this runs on has AVX2. None keeps torch's
+    choice. Takes effect when the quick start is the first thing in its process to run torch."""
     time_limit_minutes: float | None = None
     """Opt-in wall-clock limit: training stops after the first iteration that leaves no room for
     another plus the final evaluation, which always runs. None: the whole plan runs."""
@@ -104,6 +143,8 @@ class QuickstartConfig:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if isinstance(self.eval_every, bool) or not isinstance(self.eval_every, int) or self.eval_every < 0:
             raise ValueError(f"eval_every must be an integer >= 0 (0: only at the start and the end), got {self.eval_every!r}")
+        if self.cpu_capability not in CPU_CAPABILITIES:
+            raise ValueError(f"cpu_capability must be one of {CPU_CAPABILITIES}, got {self.cpu_capability!r}")
         if self.time_limit_minutes is not None and not self.time_limit_minutes > 0:
             raise ValueError(f"time_limit_minutes must be > 0 or None (no limit), got {self.time_limit_minutes!r}")
 
@@ -240,6 +281,7 @@ class _Clock:
 
 def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, Any]:
     """Run the quick start; returns the summary (also written to ``summary.md`` / ``summary.json``)."""
+    pin_cpu_kernels(config.cpu_capability)
     import torch
 
     from rspo_gym.training.rspo import RSPOTrainer
@@ -251,6 +293,10 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, A
 
     config = resolved(config)
     torch.set_num_threads(config.threads)
+    machine = cpu_description()
+    if config.cpu_capability is not None and machine["cpu_capability"].lower() != config.cpu_capability:
+        print(f"note: torch already runs its {machine['cpu_capability']} kernels in this process, not the pinned "
+              f"{config.cpu_capability}: the numbers may differ from another machine's", flush=True)
     work = plan(config)
     clock = _Clock(work)
     episodes_per_eval = len(work["eval_task_ids"]) * config.eval_episodes
@@ -317,7 +363,7 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, A
         evaluate(len(history))
     before, after = matrices[0], matrices[len(history)]
     gain, gain_low, gain_high = paired_difference_ci(per_task(after), per_task(before), seed=config.seed)
-    summary = _summarise(config, work, evaluations, history, (gain, gain_low, gain_high), clock.elapsed(), warm_history)
+    summary = {**_summarise(config, work, evaluations, history, (gain, gain_low, gain_high), clock.elapsed(), warm_history), **machine}
     title = f"RSPO-{config.base} on {config.env_id} ({config.model})"
     bands = [(e["iteration"], e["ci_low"], e["ci_high"]) for e in evaluations]
     plot_learning_curve(_curve_rows(history, evaluations), out / "learning_curve.png", title=title,

@@ -32,7 +32,7 @@ from typing import Sequence
 import torch
 
 from rspo_gym.policies.logprobs import _allowed_logits, _tempered, restricted_logprobs
-from rspo_gym.policies.tree_scoring import FlatTrie, attention_kind, flatten, supports_tree_mask, tree_inputs
+from rspo_gym.policies.tree_scoring import FlatTrie, attention_kind, child_logits, flatten, supports_tree_mask, tree_inputs
 from rspo_gym.rollout.generation import GenerationConfig, GenerationOutput
 
 __all__ = ["HFBackend", "ActionTrie", "allowed_token_ids", "sample", "draw", "position_ids", "eos_token_ids"]
@@ -275,18 +275,18 @@ class HFBackend:
         constrained: how replies constrained to allowed texts are made. ``"tree"`` (default) scores
             every allowed reply in two forward passes (``tree_scoring``) and then samples along the
             trie; ``"decode"`` runs one forward pass per reply token, as free generation does. Both
-            sample the same distribution with the same random draws. Models whose attention takes no
-            custom 4D mask (flash-attention kernels) always decode.
+            sample the same distribution with the same random draws. ``"tree"`` reads logits as the
+            output embeddings of the last hidden state: a model whose logits are more than that
+            (soft-capped, scaled) must decode. Models whose attention takes no custom 4D mask
+            (flash-attention kernels) always decode.
         max_padding: under ``"tree"``, the most padding a prompt batch may add, as a fraction of its
             real tokens: prompts are sorted by length and a new batch starts where the next prompt
             would pad more (on a CPU a batch of one prompt is nearly as fast per token as 32).
-        max_logits: under ``"tree"``, most logits (rows x trie nodes x vocabulary) one scoring pass
-            may hold: 2**27 floats are 0.5 GB, 28 trie rows of 30 nodes at a 152k vocabulary.
     """
 
     def __init__(
         self, model, tokenizer, *, seed: int = 0, micro_batch_size: int = 64, max_batch_tokens: int = 65536,
-        constrained: str = "tree", max_padding: float = 0.25, max_logits: int = 2**27,
+        constrained: str = "tree", max_padding: float = 0.25,
     ):
         if constrained not in CONSTRAINED_METHODS:
             raise ValueError(f"constrained must be one of {CONSTRAINED_METHODS}, not {constrained!r}")
@@ -297,7 +297,6 @@ class HFBackend:
         self.max_batch_tokens = max_batch_tokens
         self.constrained = constrained
         self.max_padding = max_padding
-        self.max_logits = max_logits
         self.seed = seed
         self._generators: dict[torch.device, torch.Generator] = {}
 
@@ -460,12 +459,10 @@ class HFBackend:
         tries = [ActionTrie.from_texts(self.tokenizer, allowed[first[u]], self.eos_ids[0]) for u in range(len(unique))]
         flat = [flatten(trie.root, prompt_ids[first[u]][-1]) for u, trie in enumerate(tries)]
         node_logits: list[torch.Tensor] = [torch.empty(0)] * len(unique)
-        vocab = int(model.config.vocab_size)
         for chunk in self.chunks([len(prompt_ids[first[u]]) for u in range(len(unique))], self.max_padding):
-            for part in _logit_budget(chunk, [len(flat[u].tokens) * vocab for u in chunk], self.max_logits):
-                scores = self._tree_logits([prompt_ids[first[u]] for u in part], [flat[u] for u in part], device)
-                for k, u in enumerate(part):
-                    node_logits[u] = scores[k, :len(flat[u].tokens)]
+            scores = self._tree_scores([prompt_ids[first[u]] for u in chunk], [flat[u] for u in chunk], device)
+            for u, table in zip(chunk, scores):
+                node_logits[u] = table
         if was_training:
             model.train()
         n = len(prompt_ids)
@@ -483,29 +480,39 @@ class HFBackend:
 
     def _walk(self, rows, nodes, scores, config, generator, outputs) -> None:
         """Draw the replies of ``rows`` down their tries (``nodes``: each row's root), one token step
-        for every row at a time like ``_generate``, from ``scores``: each row's node logits and
-        query index of each inner node. Appends to ``outputs`` (tokens, log-probs, allowed ids)."""
+        for every row at a time like ``_generate``, from ``scores``: each row's ``child_logits``
+        table and query index of each inner node. Appends to ``outputs`` (tokens, log-probs,
+        allowed ids).
+
+        ``draw`` runs on the children's logits with local ids ``0..K-1`` standing for the node's
+        sorted choices: the same K logits, in the same order, as ``_generate`` gathers from the
+        vocabulary, so the same uniform picks the same token with the same restricted log-prob.
+        """
         tokens, logps, allowed_ids = outputs
         device = scores[0][0].device
         active = list(range(len(rows)))
         while active:
             # a finished row may take anything (the end token): it is discarded, but draws as in _generate
             choices = [ActionTrie.choices(node) if node else [self.eos_ids[0]] for node in nodes]
-            logits = torch.stack([logit[query_of[id(node)] if node else 0] for node, (logit, query_of) in zip(nodes, scores)])
-            next_tokens, chosen = draw(logits, config, _padded(choices).to(device), generator)
-            step_tokens, step_logps = _to_host(next_tokens, chosen)
+            logits = torch.zeros(len(rows), max(map(len, choices)), device=device)
+            for k, (node, (table, query_of)) in enumerate(zip(nodes, scores)):
+                if node:
+                    logits[k, :len(choices[k])] = table[query_of[id(node)], :len(choices[k])]
+            local = _padded([list(range(len(c))) for c in choices]).to(device)
+            picked, chosen = draw(logits, config, local, generator)
+            step_picks, step_logps = _to_host(picked, chosen)
             for k in active:
-                b = rows[k]
-                tokens[b].append(step_tokens[k])
+                b, token = rows[k], choices[k][step_picks[k]]
+                tokens[b].append(token)
                 logps[b].append(step_logps[k])
                 allowed_ids[b].append(choices[k])
-                nodes[k] = nodes[k].get(step_tokens[k], {})
-            active = [k for k in active if step_tokens[k] not in self.eos_ids]
+                nodes[k] = nodes[k].get(token, {})
+            active = [k for k in active if choices[k][step_picks[k]] not in self.eos_ids]
 
-    def _tree_logits(self, prompts: Sequence[Sequence[int]], tries: Sequence[FlatTrie], device: torch.device) -> torch.Tensor:
-        """``(rows, nodes, vocab)`` logits at every query of ``tries`` (``tree_scoring``): one pass over
-        the prompts but their last tokens, right-padded and unmasked, then one over the tries."""
-        model = self.model
+    def _tree_scores(self, prompts: Sequence[Sequence[int]], tries: Sequence[FlatTrie], device: torch.device) -> list[torch.Tensor]:
+        """Each trie's ``child_logits`` (``tree_scoring``): one decoder pass over the prompts but
+        their last tokens, right-padded and unmasked, then one over the tries."""
+        decoder = self.model.get_decoder()
         prefixes = [list(p[:-1]) for p in prompts]
         width = max(map(len, prefixes))
         cache_kwargs = {}
@@ -514,33 +521,14 @@ class HFBackend:
             for b, prefix in enumerate(prefixes):
                 ids[b, :len(prefix)] = torch.tensor(prefix, dtype=torch.long)
             positions = torch.arange(width).expand(len(prefixes), width)
-            out = model(input_ids=ids.to(device), position_ids=positions.to(device), use_cache=True, logits_to_keep=1)
-            cache_kwargs = {_cache_argument(model): _cache_of(out)}
+            out = decoder(input_ids=ids.to(device), position_ids=positions.to(device), use_cache=True)
+            cache_kwargs = {_cache_argument(decoder): _cache_of(out)}
         inputs = tree_inputs([len(p) for p in prefixes], tries, width, self.pad_id)
         mask = inputs["attention_mask"].to(device)
-        if attention_kind(model) == "eager":  # eager attention adds its mask to the scores
+        if attention_kind(self.model) == "eager":  # eager attention adds its mask to the scores
             mask = torch.zeros(mask.shape, device=device).masked_fill_(~mask, torch.finfo(torch.float32).min)
-        out = model(
+        hidden = decoder(
             input_ids=inputs["input_ids"].to(device), position_ids=inputs["position_ids"].to(device), attention_mask=mask,
-            use_cache=bool(width), logits_to_keep=0, **cache_kwargs,
-        )
-        return out.logits
-
-
-def _logit_budget(chunk: list[int], sizes: Sequence[int], budget: int) -> list[list[int]]:
-    """``chunk`` cut into runs whose ``sizes`` (logits per row) fit ``budget`` rows x width together:
-    a padded batch holds its widest row's logits in every row.
-
-    >>> _logit_budget([4, 5, 6], [10, 10, 30], 40)
-    [[4, 5], [6]]
-    """
-    parts: list[list[int]] = []
-    widest = 0
-    for index, size in zip(chunk, sizes):
-        if parts and (len(parts[-1]) + 1) * max(widest, size) <= budget:
-            parts[-1].append(index)
-            widest = max(widest, size)
-        else:
-            parts.append([index])
-            widest = size
-    return parts
+            use_cache=bool(width), **cache_kwargs,
+        ).last_hidden_state
+        return child_logits(hidden, self.model.get_output_embeddings(), tries)

@@ -110,7 +110,9 @@ class LLMPolicy:
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         tokenizer.padding_side = "left"
-        self.backend = backend if backend is not None else HFBackend(model, tokenizer, seed=seed)
+        if backend is None:  # scoring a trie reads logits as chunked_scores does: decode where that is off
+            backend = HFBackend(model, tokenizer, seed=seed, constrained="tree" if self.logprob_chunk_size is not None else "decode")
+        self.backend = backend
         self.micro_batch_size = micro_batch_size
         self.value_head: ValueHead | None = None
         if value_head:

@@ -21,44 +21,76 @@ from typing import Sequence
 
 import torch
 
-__all__ = ["FlatTrie", "flatten", "tree_inputs", "attention_kind", "supports_tree_mask"]
+__all__ = ["FlatTrie", "flatten", "child_logits", "tree_inputs", "attention_kind", "supports_tree_mask"]
 
 
 @dataclass
 class FlatTrie:
     """One prompt's trie as the second pass's queries.
 
-    Query 0 is the prompt's last token (whose logits choose the first reply token); query ``j > 0``
+    Query 0 is the prompt's last token (whose output chooses the first reply token); query ``j > 0``
     is an inner trie node (a node with children: every node but the end tokens). ``parents[j]`` is
-    the query of ``j``'s parent (-1 for query 0) and ``depths[j]`` its distance from query 0.
-    ``query_of`` maps ``id(node)`` of each inner node (and of the root) to its query.
+    the query of ``j``'s parent (-1 for query 0), ``depths[j]`` its distance from query 0 and
+    ``children[j]`` the ids that may follow it, sorted (``ActionTrie.choices``). ``query_of`` maps
+    ``id(node)`` of each inner node (and of the root) to its query.
     """
 
     tokens: list[int]
     parents: list[int]
     depths: list[int]
+    children: list[list[int]]
     query_of: dict[int, int]
 
 
 def flatten(root: dict, last_prompt_token: int) -> FlatTrie:
     """``root``'s inner nodes in breadth-first order (parents before children), ends left out:
-    nothing follows an end token, so its logits are never needed."""
-    tokens, parents, depths = [int(last_prompt_token)], [-1], [0]
-    query_of = {id(root): 0}
+    nothing follows an end token, so its output is never needed."""
+    flat = FlatTrie([int(last_prompt_token)], [-1], [0], [sorted(root)], {id(root): 0})
     frontier = [root]
     while frontier:
         following = []
         for node in frontier:
+            parent = flat.query_of[id(node)]
             for token in sorted(node):
                 child = node[token]
                 if child:
-                    query_of[id(child)] = len(tokens)
-                    parents.append(query_of[id(node)])
-                    depths.append(depths[query_of[id(node)]] + 1)
-                    tokens.append(int(token))
+                    flat.query_of[id(child)] = len(flat.tokens)
+                    flat.parents.append(parent)
+                    flat.depths.append(flat.depths[parent] + 1)
+                    flat.children.append(sorted(child))
+                    flat.tokens.append(int(token))
                     following.append(child)
         frontier = following
-    return FlatTrie(tokens, parents, depths, query_of)
+    return flat
+
+
+def child_logits(hidden: torch.Tensor, head: torch.nn.Module, tries: Sequence[FlatTrie]) -> list[torch.Tensor]:
+    """Per trie, ``(queries, most children)`` float32 logits of each query's ``children`` (0-padded).
+
+    Only the ids a constrained step may take are scored: one dot product per trie edge instead of a
+    vocabulary-wide output projection per node (152k ids for Qwen2.5), which would cost more than
+    the model's layers. ``hidden`` is ``(rows, queries, hidden)``; ``head`` the model's output
+    embeddings (logits are ``head(hidden)``).
+    """
+    rows, queries, ids = [], [], []
+    for b, trie in enumerate(tries):
+        for j, kids in enumerate(trie.children):
+            rows += [b] * len(kids)
+            queries += [j] * len(kids)
+            ids += kids
+    index = torch.tensor(ids, device=hidden.device)
+    picked = hidden[torch.tensor(rows, device=hidden.device), torch.tensor(queries, device=hidden.device)].float()
+    scores = (picked * head.weight[index].float()).sum(-1)
+    if getattr(head, "bias", None) is not None:
+        scores = scores + head.bias[index].float()
+    out, start = [], 0
+    for trie in tries:
+        table = torch.zeros(len(trie.children), max(map(len, trie.children)), device=hidden.device)
+        for j, kids in enumerate(trie.children):
+            table[j, :len(kids)] = scores[start:start + len(kids)]
+            start += len(kids)
+        out.append(table)
+    return out
 
 
 def _ancestry(parents: Sequence[int]) -> torch.Tensor:

@@ -114,11 +114,11 @@ def test_another_model_family_with_its_own_rope_scores_the_same(policy, turns):
     _assert_same(*_both(llama, policy.tokenizer, turns[:4], GenerationConfig(temperature=0.7, seed=1)))
 
 
-def test_a_small_logit_budget_splits_the_passes_without_changing_a_draw(policy, turns):
+def test_batches_of_one_prompt_change_no_draw(policy, turns):
     prompts, allowed = [p for p, _ in turns], [a for _, a in turns]
     config = GenerationConfig(temperature=1.0, seed=4)
     roomy = HFBackend(policy.model, policy.tokenizer).generate(prompts, config, allowed)
-    tight = HFBackend(policy.model, policy.tokenizer, max_logits=1, max_padding=0.0).generate(prompts, config, allowed)
+    tight = HFBackend(policy.model, policy.tokenizer, max_padding=0.0).generate(prompts, config, allowed)
     _assert_same(roomy, tight)
 
 
@@ -170,3 +170,11 @@ def test_start_aligned_rows_read_back_at_their_original_columns():
     assert shifted.tolist() == [[5, 6, 7, 0, 0], [3, 4, 5, 6, 0]] and leading.tolist() == [2, 0]
     hidden = shifted[:, :, None].float().expand(-1, -1, 2)
     assert realigned(hidden, leading, start=2, length=2)[:, :, 0].tolist() == [[5, 6], [5, 6]]
+
+
+def test_a_policy_scoring_full_logits_decodes_its_constrained_replies(policy):
+    class FullLogits(LLMPolicy):
+        logprob_chunk_size = None  # logits that are more than the output embeddings of the last hidden state
+
+    assert LLMPolicy(policy.model, policy.tokenizer).backend.constrained == "tree"
+    assert FullLogits(policy.model, policy.tokenizer).backend.constrained == "decode"
