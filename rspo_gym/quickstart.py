@@ -13,9 +13,9 @@ The main job of the suite, end to end on an embedded default with no downloads:
    its 95 % interval) and ``summary.md`` / ``summary.json`` to the output folder.
 
 The work is fixed, not timed: the iterations, tasks, episodes and seeds come from the config
-alone, and torch runs on a fixed number of threads (float sums split over a different number of
-threads round differently), so the same command prints the same numbers on any machine; only the
-time changes. A time limit is opt-in (``time_limit_minutes``), and the summary says when it cut
+alone, and torch runs on a fixed number of threads with its AVX2 kernels (float sums split over a
+different number of threads, or over wider vectors, round differently), so the same command prints
+the same numbers on CPUs with and without AVX-512; only the time changes. A time limit is opt-in (``time_limit_minutes``), and the summary says when it cut
 training short.
 
 The gain is the paired difference after − before over the same (task, episode seed) pairs. Its
