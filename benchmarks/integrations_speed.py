@@ -21,11 +21,13 @@ The tokenizer is the offline ``tiny`` one wherever a loop tokenizes.
 - ``art``: ``rollout`` into ``art.Trajectory`` with a scripted chat client (needs ``openpipe-art``).
 - ``verifiers``: ``RspoEnv.run`` with a scripted player (needs ``verifiers``).
 
-A loop whose peer is not installed is left out of the table. The two last columns are each loop's
-time per step against the collector's and against the bare env's (negative: faster).
+A loop whose peer is not installed is left out of the table. Times are CPU seconds of this process
+(``time.process_time``: every loop runs in it, and a shared machine's load moves wall times far
+more), each loop timed whole, construction of its envs included. The two last columns are each
+loop's time per step against the collector's and against the bare env's (negative: faster).
 ``--repeats`` runs of each loop, the best kept.
 
-    python benchmarks/integrations_speed.py --tasks 16 --repeats 3
+    python benchmarks/integrations_speed.py --tasks 32 --repeats 3
 
 Writes JSON (``--out``, default ``results/benchmarks/integrations_speed.json``) and prints a table.
 """
@@ -283,19 +285,19 @@ def main(argv=None):
                 continue
             best, steps = float("inf"), 0
             for _ in range(args.repeats):
-                start = time.perf_counter()
+                start = time.process_time()
                 steps = LOOPS[name](env_id, kwargs, plans, tokenizer)
-                best = min(best, time.perf_counter() - start)
+                best = min(best, time.process_time() - start)
             rows[name] = {"env": env_id, "loop": name, "steps": steps, "seconds": best, "steps_per_s": steps / best}
         for row in rows.values():
             for base in ("collector", "env"):
                 if base in rows:
                     row[f"vs_{base}"] = (row["seconds"] / row["steps"]) / (rows[base]["seconds"] / rows[base]["steps"]) - 1
             results.append(row)
-    print(f"{'env':18} {'loop':11} {'steps':>6} {'steps/s':>9} {'vs collector':>13} {'vs env':>9}")
+    print(f"{'env':18} {'loop':11} {'steps':>6} {'steps/CPU s':>12} {'vs collector':>13} {'vs env':>9}")
     for row in results:
         versus = [f"{100 * row[k]:+.0f} %" if k in row else "" for k in ("vs_collector", "vs_env")]
-        print(f"{row['env']:18} {row['loop']:11} {row['steps']:6d} {row['steps_per_s']:9.0f} {versus[0]:>13} {versus[1]:>9}")
+        print(f"{row['env']:18} {row['loop']:11} {row['steps']:6d} {row['steps_per_s']:12.0f} {versus[0]:>13} {versus[1]:>9}")
     write_json(args.out, {"tasks": args.tasks, "num_products": args.num_products, "repeats": args.repeats, "results": results})
     return results
 

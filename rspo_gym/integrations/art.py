@@ -22,7 +22,6 @@ of the episode, as verl-agent's step rows.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, Mapping, Sequence
 
 from rspo_gym.integrations.episode import Episode, EpisodeConfig

@@ -9,7 +9,6 @@ import sys
 import gymnasium as gym
 import pytest
 
-import rspo_gym
 from rspo_gym import compat
 from rspo_gym.compat.alfworld import AlfredTWEnv, default_config, get_environment
 from rspo_gym.compat.webshop import WebAgentTextEnv
