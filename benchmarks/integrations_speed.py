@@ -25,7 +25,8 @@ A loop whose peer is not installed is left out of the table. Times are CPU secon
 (``time.process_time``: every loop runs in it, and a shared machine's load moves wall times far
 more), each loop timed whole, construction of its envs included. The two last columns are each
 loop's time per step against the collector's and against the bare env's (negative: faster).
-``--repeats`` runs of each loop, the best kept.
+Each loop first runs once over every task (imports, catalogs, caches), then ``--repeats`` times,
+round-robin with the others, the best kept.
 
     python benchmarks/integrations_speed.py --tasks 32 --repeats 3
 
@@ -275,20 +276,21 @@ def main(argv=None):
     for env_id, kwargs in ENVS.items():
         kwargs = dict(kwargs, num_products=args.num_products) if "WebShop" in env_id else dict(kwargs)
         plans = record_plans(env_id, kwargs, range(args.tasks))
-        first = dict(list(plans.items())[:1])
-        rows = {}
+        rows, ready = {}, []
         for name in args.loops:
             try:
-                LOOPS[name](env_id, kwargs, first, tokenizer)  # warm-up: imports, catalogs, caches
+                LOOPS[name](env_id, kwargs, plans, tokenizer)  # warm-up over every task: imports, catalogs, caches
             except ImportError as error:
                 print(f"{env_id} {name}: skipped ({error})")
                 continue
-            best, steps = float("inf"), 0
-            for _ in range(args.repeats):
+            ready.append(name)
+        for _ in range(args.repeats):  # round-robin, so a drifting machine load touches every loop alike
+            for name in ready:
                 start = time.process_time()
                 steps = LOOPS[name](env_id, kwargs, plans, tokenizer)
-                best = min(best, time.process_time() - start)
-            rows[name] = {"env": env_id, "loop": name, "steps": steps, "seconds": best, "steps_per_s": steps / best}
+                seconds = time.process_time() - start
+                if name not in rows or seconds < rows[name]["seconds"]:
+                    rows[name] = {"env": env_id, "loop": name, "steps": steps, "seconds": seconds, "steps_per_s": steps / seconds}
         for row in rows.values():
             for base in ("collector", "env"):
                 if base in rows:

@@ -146,7 +146,8 @@ class WindowedRollout:
         self.max_new_tokens = max_new_tokens
         self.turn = turn
         self._rng = np.random.default_rng(seed)
-        self._episodes: list[Episode] = []
+        self.episodes: list[Episode] = []
+        """Reused across calls: the first ``len(prompts)`` are the last call's episodes (totals: ``result()``)."""
 
     def _task_of(self, prompt: Any) -> int:
         text = prompt[-1]["content"] if isinstance(prompt, list) else prompt
@@ -159,9 +160,9 @@ class WindowedRollout:
 
         tokenizer = trainer.processing_class
         model = trainer.accelerator.unwrap_model(trainer.model)
-        while len(self._episodes) < len(prompts):
-            self._episodes.append(Episode(self.config))
-        episodes = self._episodes[: len(prompts)]
+        while len(self.episodes) < len(prompts):
+            self.episodes.append(Episode(self.config))
+        episodes = self.episodes[: len(prompts)]
         for episode, prompt in zip(episodes, prompts):
             episode.reset(self._task_of(prompt))
         builder = self.config.builder()

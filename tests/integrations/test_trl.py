@@ -83,7 +83,7 @@ def test_windowed_rollout_with_the_tiny_model(tmp_path):
                               train_dataset=dataset, reward_funcs=rspo_trl.episode_reward, rollout_func=rollout)
     trainer.train()
     assert trainer.state.global_step == 1
-    episodes = rollout._episodes[:4]
+    episodes = rollout.episodes[:4]
     assert {e.task_id for e in episodes} == set(dataset["task_id"]) and all(e.turns == 3 for e in episodes)
     window = episodes[0].prompt()  # a later prompt keeps only the last history_length steps
     assert "Below are the most recent 2 observations" in window
