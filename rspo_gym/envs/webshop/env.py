@@ -8,7 +8,9 @@ truncates at 15 steps (verl-agent's limit).
 ``info`` on reset and step: ``admissible_actions`` (verl-agent's listing: the template
 ``search[<your query>]`` where there is a search bar, then every ``click[...]``), ``task`` (the
 instruction), ``task_id``, ``task_type`` (``"webshop"``), ``won`` (score == 1), ``anchor`` (the raw
-observation); on step also ``valid``, ``score`` and, after a purchase, ``reward_parts``.
+observation), ``available_actions`` (upstream's ``get_available_actions()``: ``{"has_search_bar",
+"clickables"}``, ``search`` among the clickables on the search page, as verl-agent lists it); on step
+also ``valid``, ``score`` and, after a purchase, ``reward_parts``.
 
 One catalog and one search index per (``num_products``, ``catalog_seed``) are shared by every env
 of the process. ``split`` picks the canonical goals: ``test`` (first 500), ``valid`` (next
@@ -186,4 +188,5 @@ class WebShopEnv(gym.Env[str, str]):
             "task_type": "webshop",
             "won": purchase is not None and purchase.score == 1.0,
             "anchor": obs,
+            "available_actions": session.available_actions(),
         }
