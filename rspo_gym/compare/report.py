@@ -18,10 +18,10 @@ def _ci(e: dict[str, Any]) -> str:
 def _figures(summary: dict[str, Any], out: Path) -> list[str]:
     """The forest plot of every difference and each metric's curves; the files written."""
     written = []
-    rows = [{"label": f"{d['group']} − {d['baseline']}: {'AUC ' if d['measure'] == 'auc' else ''}{d['metric']}", **d}
+    rows = [{"label": f"{d['group']}: {'AUC of ' if d['measure'] == 'auc' else 'final '}{d['metric']}", **d}
             for d in summary["differences"]]
-    if rows and forest_plot(rows, out / "forest.png", title=f"{summary['env']}: paired differences against {summary['baseline']} "
-                            f"(95 % intervals)"):
+    if rows and forest_plot(rows, out / "forest.png", title=f"{summary['env']}: each group − {summary['baseline']}",
+                            xlabel="paired difference (95 % interval; green better, red worse)"):
         written.append("forest.png")
     for metric in summary["metrics"]:
         bands = [Band(g["name"], c["iterations"], c["mean"], c["ci_low"], c["ci_high"])

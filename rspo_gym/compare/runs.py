@@ -14,6 +14,7 @@ Nothing here imports torch until a run must be evaluated.
 from __future__ import annotations
 
 import glob
+import importlib.util
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,7 +106,10 @@ def load_run(path: str | Path) -> Run:
 
     found = find_run(path)
     if found is None:
-        raise UserError(f"{path} is not a run folder (a run folder holds config.json and policy/, as rspo-gym train writes them)")
+        inside = Path(path).is_dir() and any(find_run(p) for p in Path(path).iterdir() if p.is_dir())
+        hint = f": it holds run folders, give them as {Path(path) / '*'}" if inside else \
+            " (a run folder holds config.json and policy/, as rspo-gym train writes them)"
+        raise UserError(f"{path} is not a run folder{hint}")
     _, config_path = found
     try:
         load_config(config_path)
@@ -278,6 +282,9 @@ def final_records(groups: list[Group], plan: EvaluationPlan, *, evaluate: bool =
     ``evaluate``), else a fresh evaluation, said run by run."""
     runs = [r for g in groups for r in g.runs]
     todo = [r for r in runs if evaluate or needs_evaluation(r, plan)]
+    if todo and importlib.util.find_spec("torch") is None:
+        raise UserError(f"{len(todo)} runs have no record of their final policy on these tasks and must be evaluated, "
+                        f"which needs torch: pip install 'rspo-gym[llm]'")
     out = {r.path: _final(r) for r in runs if not any(r is t for t in todo)}
     for k, run in enumerate(todo, 1):
         say(f"evaluating {run.path} ({k} of {len(todo)}): {len(plan.task_ids)} tasks of {plan.split}")
