@@ -212,12 +212,6 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-#: The fields of a run's config that say how its policy acted and was measured; ``rspo-gym eval``
-#: reuses them so that a run is evaluated as it was trained.
-RUN_EVAL_FIELDS = (
-    "max_turns", "history_length", "think", "constrained", "max_new_tokens", "env_kwargs",
-    "eval_temperature", "eval_split", "eval_tasks", "eval_task_ids",
-)
 #: Held-out tasks of ``rspo-gym eval`` on a model that is not a run (a run keeps its own).
 EVAL_TASKS = 16
 
@@ -225,7 +219,7 @@ EVAL_TASKS = 16
 def _run_settings(model: str) -> tuple[str, str | None, dict]:
     """``(model to load, env id, trainer fields)`` of ``--model``: a run folder or its ``policy/``
     gives its policy, env and ``RUN_EVAL_FIELDS``; any other model gives itself, no env, and none."""
-    from rspo_gym.training.config import load_config
+    from rspo_gym.training.config import RUN_EVAL_FIELDS, load_config
     from rspo_gym.training.runs import find_run
 
     run = find_run(model)

@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("rspo_gym.policies",),  # models and generation backends
     ("rspo_gym.training",),  # the loop, the trainers, configs, checkpoints, run folders
     ("rspo_gym.sb3",),  # Stable-Baselines3 support (an add-on nothing below depends on)
+    ("rspo_gym.compare",),  # comparisons of run folders: reads them, evaluates their policies
     ("rspo_gym.quickstart", "rspo_gym.cli", "rspo_gym.__main__"),  # what a person runs
 )
 FACADE = "rspo_gym"

@@ -257,14 +257,14 @@ def needs_evaluation(run: Run, plan: EvaluationPlan) -> bool:
 def evaluate_run(run: Run, plan: EvaluationPlan, *, progress: bool = True) -> dict[str, Any]:
     """The record of ``run``'s saved ``policy/`` on ``plan``'s episodes, played as ``rspo-gym
     eval`` plays a run (its env, turn limit, history and decoding settings)."""
-    from rspo_gym import algos
-    from rspo_gym.cli import RUN_EVAL_FIELDS
+    from rspo_gym.training.config import RUN_EVAL_FIELDS
+    from rspo_gym.training.grpo import GRPOTrainer
 
     settings = {name: run.config[name] for name in RUN_EVAL_FIELDS if name in run.config}
     settings.update(eval_split=plan.split, eval_task_ids=list(plan.task_ids), eval_tasks=len(plan.task_ids),
                     eval_temperature=plan.temperature, eval_seed=plan.eval_seed, num_groups=1, group_size=1, progress=progress)
     try:
-        trainer = algos.GRPOTrainer(run.env_id, model=str(run.path / "policy"), **settings)
+        trainer = GRPOTrainer(run.env_id, model=str(run.path / "policy"), **settings)
     except UserError:
         raise
     except (TypeError, ValueError, OSError) as err:
