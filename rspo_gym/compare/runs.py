@@ -145,8 +145,18 @@ def load_runs(patterns: Sequence[str]) -> list[Run]:
 
 
 def _differing(settings: list[dict[str, Any]]) -> list[str]:
-    keys = sorted({k for s in settings for k in s})
-    return [k for k in keys if len({json.dumps(s.get(k), sort_keys=True) for s in settings}) > 1]
+    """The fields that take two or more values among the settings that have them (a field of one
+    algorithm's config alone, such as RSPO's ``swap``, is named only where it varies)."""
+    keys = sorted({k for s in settings for k in s}, key=lambda k: (k != "algo", k))
+    return [k for k in keys if len({json.dumps(s[k], sort_keys=True) for s in settings if k in s}) > 1]
+
+
+def _names(settings: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """Each setting's name (its values of the differing fields it has) and those values."""
+    differing = _differing(settings)
+    shown = [{k: s[k] for k in differing if k in s} for s in settings]
+    names = [", ".join(f"{k}={v}" for k, v in values.items()) or "all" for values in shown]
+    return [(name if names.count(name) == 1 else f"{name} #{k + 1}", values) for k, (name, values) in enumerate(zip(names, shown))]
 
 
 def _by_seed(runs: list[Run]) -> list[Run]:
@@ -159,14 +169,8 @@ def group_runs(runs: list[Run]) -> list[Group]:
     by_key: dict[str, list[Run]] = {}
     for run in runs:
         by_key.setdefault(json.dumps(run.setting(), sort_keys=True), []).append(run)
-    settings = [json.loads(key) for key in by_key]
-    differing = _differing(settings)
-    groups = []
-    for setting, members in zip(settings, by_key.values()):
-        shown = {k: setting.get(k) for k in differing}
-        name = ", ".join(f"{k}={v}" for k, v in shown.items()) or "all"
-        groups.append(Group(name, _by_seed(members), shown))
-    return groups
+    named = _names([json.loads(key) for key in by_key])
+    return [Group(name, _by_seed(members), shown) for (name, shown), members in zip(named, by_key.values())]
 
 
 def named_groups(specs: Sequence[str]) -> list[Group]:
@@ -184,9 +188,8 @@ def named_groups(specs: Sequence[str]) -> list[Group]:
             other = owners.setdefault(r.path.resolve(), g.name)
             if other != g.name:
                 raise UserError(f"{r.path} is in two groups ({other} and {g.name}): a run can be in one")
-    differing = _differing([g.runs[0].setting() for g in groups])
-    for g in groups:
-        g.settings = {k: g.runs[0].setting().get(k) for k in differing}
+    for g, (_, shown) in zip(groups, _names([g.runs[0].setting() for g in groups])):
+        g.settings = shown
     return groups
 
 

@@ -76,6 +76,8 @@ def sentence(group: str, baseline: str, measure: str, metric: str, d: Difference
         return f"{head}: {group} is better."
     if d.verdict == "worse":
         return f"{head}: {group} is worse."
+    if d.detectable == 0.0:
+        return f"{head}: the two did the same on every episode."
     return (f"{head}: no difference at this noise; these seeds and tasks would detect a difference of about "
             f"{d.detectable:.3f}.")
 
