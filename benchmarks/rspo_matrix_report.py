@@ -14,14 +14,17 @@ arms, so a hard task or a lucky seed cancels. A difference is "better" / "worse"
 - Farmed events: what the misaligned per-event reward pays per held-out episode, for every arm.
 
 Writes ``summary.json`` (``rows`` and ``differences``, the headline), ``details.json`` (every view),
-``tables.md`` and ``heldout_<env>.png`` (held-out curves with 95 % bands) into ``--out``.
+``tables.md``, ``heldout_<env>.png`` (held-out curves with 95 % bands) and ``forest_<env>.png``
+(the headline's paired differences: the final success and the area under its curve, one row per
+base and pair of arms, the 95 % interval as a bar and 0 marked) into ``--out``.
 
     python benchmarks/rspo_matrix_report.py results/rspo_matrix/matrix --out docs/results_fast
 
 The regimes study (``--preset regimes``, or any preset whose plans are regimes) is grouped by
 (env, regime, base, arm), compared by ``REGIME_COMPARISONS`` (a comparison needs 2 paired seeds,
 so a partial run reports what it has), and written as ``details_regimes.json``,
-``tables_regimes.md`` and ``heldout_regimes_<env>.png`` (a panel per regime and base). Its
+``tables_regimes.md``, ``heldout_regimes_<env>.png`` (a panel per regime and base) and
+``forest_regimes_<env>.png``. Its
 ``summary.json`` rows and differences carry ``"regime": {"start": ..., "policy": ...}``, with
 metrics ``success`` (WebShop also ``score``) at the budget's end, ``auc_success`` (``auc_score``),
 and, per arm, the mean over training iterations of the update's group outcomes:
@@ -46,7 +49,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import write_json  # noqa: E402
+from rspo_gym.compare.stats import verdict  # noqa: E402
 from rspo_gym.intervals import bootstrap_mean_ci, paired_difference_ci  # noqa: E402
+from rspo_gym.plotting import forest_plot  # noqa: E402
 from rspo_matrix import ARMS, BASES, MAIN_ARMS, PLANS, REGIME_ARMS, env_of, load_results, regime_name  # noqa: E402
 
 #: (a, b) arm pairs whose paired difference a - b is reported, per base.
@@ -467,6 +472,27 @@ def plot_regimes(m: Matrix, plan, out: Path) -> None:
             plt.close(fig)
 
 
+def plot_forests(differences: list[dict], out: Path) -> list[Path]:
+    """``forest_<env>.png`` (``forest_regimes_<env>.png`` for the regimes study's): ``summary.json``'s
+    paired differences of held-out success, final and area under the curve, one row each."""
+    written = []
+    for regimes in (False, True):
+        chosen = [d for d in differences if ("regime" in d) == regimes and d["metric"] in ("success", "auc_success")]
+        for env in dict.fromkeys(d["env"] for d in chosen):
+            rows = []
+            for d in (d for d in chosen if d["env"] == env):
+                where = f"{regime_name(d['regime'])}, " if regimes else ""
+                measure = "AUC" if d["metric"].startswith("auc_") else "final"
+                label = f"{where}{d['base']}: {d['a']['arm']} {d['a']['process_reward'] or ''} − {d['b']['arm']} {d['b']['process_reward'] or ''} ({measure})"
+                rows.append({"label": " ".join(label.split()), "difference": d["mean"], "ci_low": d["ci_low"], "ci_high": d["ci_high"],
+                             "verdict": verdict(d["ci_low"], d["ci_high"])})
+            path = out / f"forest_{'regimes_' if regimes else ''}{env.split('/')[-1]}.png"
+            if forest_plot(rows, path, title=f"{env}: paired differences of held-out success ({'regimes, ' if regimes else ''}"
+                                             f"95 % intervals over seeds and tasks)", xlabel="a − b, held-out success"):
+                written.append(path)
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", type=Path, help="the matrix's folder (holding cells/ and starts/)")
@@ -509,6 +535,7 @@ def main(argv: list[str] | None = None) -> int:
         print("matplotlib is not installed: no plots", file=sys.stderr)
     else:
         plot_regimes(m, plan, out) if regimes else plot(m, plan, out)
+        plot_forests(diffs, out)
     print(text)
     return 0
 

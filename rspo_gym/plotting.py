@@ -107,7 +107,7 @@ def forest_plot(rows: Sequence[dict[str, Any]], path: str | Path, *, title: str,
     ax.set_yticks(range(len(rows)), [row["label"] for row in reversed(list(rows))], fontsize=8)
     ax.set_ylim(-0.7, len(rows) - 0.3)
     ax.set_xlabel(xlabel)
-    ax.set_title(textwrap.fill(title, 70), fontsize=9)
+    ax.set_title(textwrap.fill(title, 64), fontsize=9)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path)
