@@ -299,7 +299,7 @@ def _compare(args: argparse.Namespace) -> int:
                            tasks=args.tasks, one_seed=args.one_seed, replicates=args.replicates, say=lambda line: print(line, file=sys.stderr))
     for g in summary["groups"]:
         final = g["final"]["success"]
-        print(f"{g['name']}: {len(g['seeds'])} seeds, final held-out success {final['mean']:.3f} "
+        print(f"{g['name']}: {len(g['seeds'])} seed{'' if len(g['seeds']) == 1 else 's'}, final held-out success {final['mean']:.3f} "
               f"[{final['ci_low']:.3f}, {final['ci_high']:.3f}]")
     for d in summary["differences"]:
         print(d["sentence"])

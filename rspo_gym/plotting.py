@@ -98,7 +98,7 @@ def forest_plot(rows: Sequence[dict[str, Any]], path: str | Path, *, title: str,
     plt = _pyplot(path)
     if plt is None:
         return False
-    fig, ax = plt.subplots(figsize=(7, 0.9 + 0.42 * max(len(rows), 1)), dpi=120)
+    fig, ax = plt.subplots(figsize=(7, 1.1 + 0.42 * max(len(rows), 1)), dpi=120)
     for y, row in enumerate(reversed(list(rows))):
         colour = _VERDICT_COLOURS.get(row.get("verdict", ""), "0.35")
         ax.plot([row["ci_low"], row["ci_high"]], [y, y], color=colour, linewidth=5, alpha=0.55, solid_capstyle="butt")
@@ -107,7 +107,7 @@ def forest_plot(rows: Sequence[dict[str, Any]], path: str | Path, *, title: str,
     ax.set_yticks(range(len(rows)), [row["label"] for row in reversed(list(rows))], fontsize=8)
     ax.set_ylim(-0.7, len(rows) - 0.3)
     ax.set_xlabel(xlabel)
-    ax.set_title(textwrap.fill(title, 64), fontsize=9)
+    fig.suptitle(textwrap.fill(title, 90), fontsize=9)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path)

@@ -62,6 +62,10 @@ def _paired_seeds(a: Group, b: Group) -> bool:
     return a.seeds == b.seeds and len(set(a.seeds)) == len(a.seeds)
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _fmt(value: float) -> str:
     return f"{value:+.3f}"
 
@@ -69,8 +73,8 @@ def _fmt(value: float) -> str:
 def sentence(group: str, baseline: str, measure: str, metric: str, d: Difference) -> str:
     """One comparison in plain words, with its interval, what it rests on and its verdict."""
     what = f"{MEASURES[measure]} {metric}"
-    rests = (f"{d.seeds[0]} and {d.seeds[1]} seeds" if d.seeds[0] != d.seeds[1] else f"{d.seeds[0]} seeds") + \
-            f" × {d.tasks} tasks{'' if d.paired_seeds else ', seeds unpaired'}"
+    rests = (f"{d.seeds[0]} and {d.seeds[1]} seeds" if d.seeds[0] != d.seeds[1] else _count(d.seeds[0], "seed")) + \
+        f" × {_count(d.tasks, 'task')}{'' if d.paired_seeds else ', seeds unpaired'}"
     head = f"{group} − {baseline}, {what}: {_fmt(d.difference)} (95 % interval {_fmt(d.ci_low)} to {_fmt(d.ci_high)}; {rests})"
     if d.verdict == "better":
         return f"{head}: {group} is better."
