@@ -21,7 +21,7 @@ ALFWORLD = dict(iterations=2, group_size=2, num_groups=2, eval_tasks=4, eval_eve
 
 
 def train(out: Path, env: str = "rspo/ALFWorld-v0", seed: int = 0, iterations: int | None = None, resume: bool = False,
-          **config) -> Path:
+          callback=None, **config) -> Path:
     import torch
 
     from rspo_gym import GRPOTrainer
@@ -29,7 +29,7 @@ def train(out: Path, env: str = "rspo/ALFWorld-v0", seed: int = 0, iterations: i
     torch.set_num_threads(1)  # the scorer's matrices are too small to share out (restored after each test)
     settings = {**ALFWORLD, **config} if env == "rspo/ALFWorld-v0" else config
     trainer = GRPOTrainer(env, model="drrn", seed=seed, progress=False, output_dir=str(out), **settings)
-    trainer.learn(iterations, resume=resume)
+    trainer.learn(iterations, resume=resume, callback=callback)
     trainer.close()
     return out
 
@@ -62,12 +62,18 @@ def test_each_evaluation_writes_its_episodes(alfworld_runs):
 
 
 def test_a_resumed_runs_records_equal_an_uninterrupted_ones(tmp_path):
-    whole = train(tmp_path / "whole", iterations=4)
-    part = train(tmp_path / "part", iterations=2)
-    # what a kill after the iteration-2 checkpoint can leave: a later record and a torn temporary
-    (part / EVALUATIONS / "000003.json").write_text(json.dumps({**read_evaluations(part)[-1], "iteration": 3}))
-    (part / EVALUATIONS / "000003.json.tmp").write_text("{")
-    train(part, iterations=4, resume=True)
+    whole = train(tmp_path / "whole", iterations=4, checkpoint_every=2)
+
+    def killed_after_iteration_3(trainer, metrics):
+        if metrics["iteration"] == 3:  # evaluated and logged; its checkpoint (every 2) never written
+            raise KeyboardInterrupt
+
+    part = tmp_path / "part"
+    with pytest.raises(KeyboardInterrupt):
+        train(part, iterations=4, checkpoint_every=2, callback=killed_after_iteration_3)
+    (part / EVALUATIONS / ".000004.json.5f3a9c1e.tmp").write_text('{"format": 1, "iter')  # a write the kill cut short
+    assert [r["iteration"] for r in read_evaluations(part)] == [1, 2, 3]
+    train(part, iterations=4, checkpoint_every=2, resume=True)
     assert sorted(p.name for p in (part / EVALUATIONS).iterdir()) == [f"{i:06d}.json" for i in (1, 2, 3, 4)]
     assert read_evaluations(part) == read_evaluations(whole)
 
