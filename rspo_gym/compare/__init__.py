@@ -22,9 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from rspo_gym.compare.runs import (
-    Group, check_groups, final_records, group_runs, load_runs, named_groups, needs_evaluation, plan_evaluation,
-)
+from rspo_gym.compare.runs import Group, check_groups, final_records, group_runs, load_runs, named_groups, plan_evaluation
 from rspo_gym.errors import UserError
 
 __all__ = ["compare_runs", "prepare"]
@@ -70,8 +68,7 @@ def compare_runs(runs: Sequence[str | Path] = (), *, groups: Mapping[str, str | 
     # the baseline first: its first run's episodes are the plan's
     found = sorted(found, key=lambda g: g.name != baseline)
     plan = plan_evaluation(found, tasks=tasks)
-    evaluated = [r.path for g in found for r in g.runs if evaluate or needs_evaluation(r, plan)]
-    finals = final_records(found, plan, evaluate=evaluate, say=say, progress=progress)
+    finals, evaluated = final_records(found, plan, evaluate=evaluate, say=say, progress=progress)
     summary = summarize(found, baseline, plan, finals, evaluated=evaluated, replicates=replicates)
     if out is not None:
         from rspo_gym.compare.report import write_report

@@ -279,10 +279,10 @@ def evaluate_run(run: Run, plan: EvaluationPlan, *, progress: bool = True) -> di
     return record
 
 
-def final_records(groups: list[Group], plan: EvaluationPlan, *, evaluate: bool = False,
-                  say: Callable[[str], None] = print, progress: bool = True) -> dict[Path, dict[str, Any]]:
+def final_records(groups: list[Group], plan: EvaluationPlan, *, evaluate: bool = False, say: Callable[[str], None] = print,
+                  progress: bool = True) -> tuple[dict[Path, dict[str, Any]], list[Path]]:
     """Each run's record of its final policy on ``plan``: its own where it has one (and not
-    ``evaluate``), else a fresh evaluation, said run by run."""
+    ``evaluate``), else a fresh evaluation, said run by run; and the runs evaluated."""
     runs = [r for g in groups for r in g.runs]
     todo = [r for r in runs if evaluate or needs_evaluation(r, plan)]
     if todo and importlib.util.find_spec("torch") is None:
@@ -292,4 +292,4 @@ def final_records(groups: list[Group], plan: EvaluationPlan, *, evaluate: bool =
     for k, run in enumerate(todo, 1):
         say(f"evaluating {run.path} ({k} of {len(todo)}): {len(plan.task_ids)} tasks of {plan.split}")
         out[run.path] = evaluate_run(run, plan, progress=progress)
-    return out
+    return out, [r.path for r in todo]
