@@ -152,6 +152,15 @@ def test_refusals_are_one_line(case, alfworld_runs, tmp_path, capsys):
     assert not (tmp_path / "report").exists()
 
 
+def test_a_damaged_policy_to_evaluate_is_one_line(alfworld_runs, tmp_path, capsys):
+    for seed in (0, 1):
+        shutil.copytree(alfworld_runs / f"a-{seed}", tmp_path / f"r-{seed}")
+    (tmp_path / "r-0" / "policy" / "action_scorer.pt").write_bytes(b"\x80\x02not a checkpoint" * 8)
+    code, out, err = run_cli(capsys, f"{tmp_path}/r-*", "--evaluate", "--out", str(tmp_path / "report"))
+    said, error = err.splitlines()  # the run it was evaluating, then the error
+    assert code == 2 and said.startswith("evaluating") and error.startswith("rspo-gym: error: cannot load the policy of")
+
+
 def test_one_seed_is_accepted_when_asked(alfworld_runs, tmp_path):
     summary = compare_runs([alfworld_runs / "a-0"], one_seed=True, out=tmp_path / "r", progress=False)
     assert summary["one_seed_groups"] == ["all"] and summary["differences"] == []

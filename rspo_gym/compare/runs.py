@@ -270,8 +270,10 @@ def evaluate_run(run: Run, plan: EvaluationPlan, *, progress: bool = True) -> di
         trainer = GRPOTrainer(run.env_id, model=str(run.path / "policy"), **settings)
     except UserError:
         raise
-    except (TypeError, ValueError, OSError) as err:
-        raise UserError(f"cannot load the policy of {run.path}: {str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
+    except Exception as err:  # a damaged or foreign policy/ (torch.load's, safetensors' or the scorer's own errors)
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UserError(f"cannot load the policy of {run.path} ({type(err).__name__}: {first}): evaluate it with rspo-gym eval "
+                        f"--model {run.path} to see more, or leave the run out") from None
     try:
         _, record = trainer.evaluate_record(iteration=run.last_iteration)
     finally:
