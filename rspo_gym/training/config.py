@@ -29,7 +29,7 @@ RUN_INFO_KEYS = ("env_id", "model")
 #: and ``rspo-gym compare`` reuse them so that a run is evaluated as it was trained.
 RUN_EVAL_FIELDS = (
     "max_turns", "history_length", "think", "constrained", "max_new_tokens", "env_kwargs",
-    "eval_temperature", "eval_split", "eval_tasks", "eval_task_ids",
+    "eval_temperature", "eval_split", "eval_tasks", "eval_task_ids", "eval_seed",
 )
 
 
