@@ -15,7 +15,7 @@ Each evaluation ``learn()`` makes writes one file, ``evaluations/<iteration, 6 d
   ``steps`` (env steps of the episode).
 
 Columns rather than one object per episode keep a file at about 30 bytes per episode: a
-140-task evaluation is ~4 kB (``eval_tasks`` allows at most 10,000 episodes, ~300 kB), and the
+140-task evaluation is ~4 kB (the most ``eval_tasks`` allows, 10,000, ~300 kB), and the
 folder grows by one such file per evaluation, as
 ``metrics.jsonl`` grows by one row per iteration. A file is written whole to a temporary name
 and renamed over its own (``write_evaluation``), so a kill leaves the previous files and either
