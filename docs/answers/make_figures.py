@@ -39,11 +39,13 @@ def _row(label, d):
             "verdict": verdict(d["ci_low"], d["ci_high"])}
 
 
-def main() -> None:
-    summary = json.loads((DOCS / "results_fast" / "summary.json").read_text(encoding="utf-8"))
+def figures(docs: Path = DOCS) -> dict[str, dict]:
+    """Each answer figure's ``rows`` (``forest_plot``'s), ``title`` and ``xlabel``, by file name."""
+    out: dict[str, dict] = {}
+    summary = json.loads((docs / "results_fast" / "summary.json").read_text(encoding="utf-8"))
     matrix = [d for d in summary["differences"] if "regime" not in d]
     regimes = [d for d in summary["differences"] if "regime" in d]
-    details = json.loads((DOCS / "results_fast" / "details.json").read_text(encoding="utf-8"))
+    details = json.loads((docs / "results_fast" / "details.json").read_text(encoding="utf-8"))
     equal_total = details["views"]["equal_total"]["differences"]
     outcome, start = ("outcome", None), ("start", None)
     events = {"dense": ("dense", "events"), "explorer": ("rspo-explorer", "events"), "rank": ("rspo-rank", "events")}
@@ -57,8 +59,8 @@ def main() -> None:
                       _find(matrix, env, "success", ("dense", aligned[env]), outcome)),
                  _row(f"{name[env]}: dense, per-event events − outcome",
                       _find(matrix, env, "success", events["dense"], outcome))]
-    forest_plot(rows, HERE / "misaligned.png", xlabel="difference of final held-out success",
-                title="What a hand-written per-event process reward costs (GRPO, 10 seeds, 95 % intervals)")
+    out["misaligned.png"] = dict(rows=rows, xlabel="difference of final held-out success",
+        title="What a hand-written per-event process reward costs (GRPO, 10 seeds, 95 % intervals)")
 
     rows = []
     for env in (ALF, WEB):
@@ -68,16 +70,16 @@ def main() -> None:
                       _find(matrix, env, "success", events["explorer"], outcome)),
                  _row(f"{name[env]}: RSPO rank (events) − outcome",
                       _find(matrix, env, "success", events["rank"], outcome))]
-    forest_plot(rows, HERE / "immune.png", xlabel="difference of final held-out success",
-                title="RSPO with the farmable reward: explorer swap and rank swap (GRPO, 10 seeds, 95 % intervals)")
+    out["immune.png"] = dict(rows=rows, xlabel="difference of final held-out success",
+        title="RSPO with the farmable reward: explorer swap and rank swap (GRPO, 10 seeds, 95 % intervals)")
 
     rows = [_row("ALFWorld success, equal learner steps", _find(matrix, ALF, "success", events["explorer"], outcome)),
             _row("WebShop success, equal learner steps", _find(matrix, WEB, "success", events["explorer"], outcome)),
             _row("WebShop score, equal learner steps", _find(matrix, WEB, "score", events["explorer"], outcome)),
             _row("WebShop score, equal total steps",
                  _find(equal_total, WEB, "score", events["explorer"], outcome, seeds=10))]
-    forest_plot(rows, HERE / "vs_outcome.png", xlabel="RSPO explorer (events) − outcome base, end of the budget",
-                title="Does RSPO beat the outcome-trained base? (GRPO, 10 seeds, 95 % intervals)")
+    out["vs_outcome.png"] = dict(rows=rows, xlabel="RSPO explorer (events) − outcome base, end of the budget",
+        title="Does RSPO beat the outcome-trained base? (GRPO, 10 seeds, 95 % intervals)")
 
     purchase = ("dense", "purchase")
     rows = [_row("WebShop score, area under the curve: dense purchase − outcome",
@@ -90,18 +92,25 @@ def main() -> None:
                  _find(regimes, ALF, "auc_success", ("dense", "events:once"), outcome, regime=UNTRAINED_ALF)),
             _row("ALFWorld success, final: dense events once − outcome",
                  _find(regimes, ALF, "success", ("dense", "events:once"), outcome, regime=UNTRAINED_ALF))]
-    forest_plot(rows, HERE / "faster.png", xlabel="difference (area = speed; final = end of the budget)",
-                title="A helpful process reward against the outcome, from untrained starts (GRPO, 10 seeds, 95 % intervals)")
+    out["faster.png"] = dict(rows=rows, xlabel="difference (area = speed; final = end of the budget)",
+        title="A helpful process reward against the outcome, from untrained starts (GRPO, 10 seeds, 95 % intervals)")
 
-    search = json.loads((DOCS / "quickstart_search.json").read_text(encoding="utf-8"))
+    search = json.loads((docs / "quickstart_search.json").read_text(encoding="utf-8"))
     runs = sorted((r for r in search["runs"] if r["candidate"] == "default"), key=lambda r: r["seed"])
     rows = [{"label": f"seed {r['seed']}: {100 * r['held_out_success_before_rl']:.1f} % → "
                       f"{100 * r['held_out_success_after_rl']:.1f} %",
              "difference": 100 * r["held_out_gain"], "ci_low": 100 * r["held_out_gain_ci_low"],
              "ci_high": 100 * r["held_out_gain_ci_high"],
              "verdict": verdict(r["held_out_gain_ci_low"], r["held_out_gain_ci_high"])} for r in runs]
-    forest_plot(rows, HERE / "quickstart.png", xlabel="gain in held-out success, points (after − before)",
-                title="What rspo-gym quickstart learns: 24 iterations, 35 held-out tasks × 4 episodes, 95 % intervals")
+    out["quickstart.png"] = dict(rows=rows, xlabel="gain in held-out success, points (after − before)",
+        title="What rspo-gym quickstart learns: 24 iterations, 35 held-out tasks × 4 episodes, 95 % intervals")
+
+    return out
+
+
+def main() -> None:
+    for name, figure in figures().items():
+        forest_plot(figure["rows"], HERE / name, title=figure["title"], xlabel=figure["xlabel"])
 
 
 if __name__ == "__main__":
