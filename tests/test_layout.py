@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("rspo_gym.policies",),  # models and generation backends
     ("rspo_gym.training",),  # the loop, the trainers, configs, checkpoints, run folders
     ("rspo_gym.sb3", "rspo_gym.integrations"),  # add-ons nothing below depends on: SB3, the peer trainers
+    ("rspo_gym.compare",),  # comparisons of run folders: reads them, evaluates their policies
     ("rspo_gym.quickstart", "rspo_gym.cli", "rspo_gym.__main__"),  # what a person runs
 )
 FACADE = "rspo_gym"
