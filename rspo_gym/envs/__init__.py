@@ -16,10 +16,16 @@ __all__ = ["register_envs", "process_rewards"]
 
 ALFWORLD_ID = "rspo/ALFWorld-v0"
 WEBSHOP_ID = "rspo/WebShop-v0"
+#: WebShop with tasks calibrated to the original's difficulty (``docs/env_webshop.md``); v0 stays
+#: registered unchanged so that results made on it reproduce.
+WEBSHOP_V1_ID = "rspo/WebShop-v1"
+#: The WebShop version new runs, recipes and examples use by default.
+DEFAULT_WEBSHOP_ID = WEBSHOP_V1_ID
 
 
 def register_envs() -> None:
-    """Register ``rspo/ALFWorld-v0`` and ``rspo/WebShop-v0`` (idempotent: re-imports are harmless)."""
+    """Register ``rspo/ALFWorld-v0``, ``rspo/WebShop-v0`` and ``rspo/WebShop-v1`` (idempotent:
+    re-imports are harmless)."""
     if ALFWORLD_ID not in registry:
         register(
             id=ALFWORLD_ID,
@@ -31,4 +37,11 @@ def register_envs() -> None:
             id=WEBSHOP_ID,
             entry_point="rspo_gym.envs.webshop.env:WebShopEnv",
             max_episode_steps=15,
+        )
+    if WEBSHOP_V1_ID not in registry:
+        register(
+            id=WEBSHOP_V1_ID,
+            entry_point="rspo_gym.envs.webshop.env:WebShopEnv",
+            max_episode_steps=15,
+            kwargs={"task_version": 1},
         )

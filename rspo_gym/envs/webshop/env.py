@@ -35,18 +35,25 @@ from rspo_gym.envs.webshop.goals import GoalSet, goals_for
 from rspo_gym.envs.webshop.search import index_for
 from rspo_gym.envs.webshop.session import SEARCH_PLACEHOLDER, Session
 
-__all__ = ["WebShopEnv", "shared_catalog"]
+__all__ = ["WebShopEnv", "index_key", "shared_catalog"]
 
 MAX_TEXT_LENGTH = 16384
 @functools.cache
-def shared_catalog(num_products: int, seed: int, style: str = "human") -> tuple[Catalog, GoalSet]:
+def shared_catalog(num_products: int, seed: int, style: str = "human", version: int = 0
+                   ) -> tuple[Catalog, GoalSet]:
     """The process-wide catalog and goal set for these settings, shared by reference by every env.
 
     Like the search index (``search.py``), one per settings per process; both are small (products
-    and goals are generated on demand), so they are never evicted.
+    and goals are generated on demand), so they are never evicted. ``version`` is the task version
+    (0 for ``rspo/WebShop-v0``, 1 for ``rspo/WebShop-v1``): it picks the catalog and goal versions.
     """
-    catalog = Catalog(num_products, seed)
-    return catalog, goals_for(catalog, style=style)
+    catalog = Catalog(num_products, seed, version=version)
+    return catalog, goals_for(catalog, style=style, version=version)
+
+
+def index_key(num_products: int, seed: int, version: int = 0) -> tuple:
+    """The search-index cache key of a catalog (v0's key is unchanged from before v1 existed)."""
+    return ("webshop", num_products, seed) if version == 0 else ("webshop", num_products, seed, version)
 
 
 class WebShopEnv(gym.Env[str, str]):
@@ -73,16 +80,18 @@ class WebShopEnv(gym.Env[str, str]):
         catalog_seed: int = 0,
         goal_style: str = "human",
         render_mode: str | None = None,
+        task_version: int = 0,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"Unknown render_mode {render_mode!r}; expected one of {self.metadata['render_modes']}")
-        self.catalog, self.goals = shared_catalog(num_products, catalog_seed, goal_style)
+        self.task_version = task_version
+        self.catalog, self.goals = shared_catalog(num_products, catalog_seed, goal_style, task_version)
         self.split = split
         self.task_ids = self.goals.split(split)  # validates the split name
         if len(self.task_ids) == 0:
             raise ValueError(f"Split {split!r} has no goals with {num_products} products; use a larger catalog")
         self.index = index_for(
-            ("webshop", num_products, catalog_seed), lambda: (self.catalog.search_document(i) for i in range(len(self.catalog))),
+            index_key(num_products, catalog_seed, task_version), lambda: (self.catalog.search_document(i) for i in range(len(self.catalog))),
             doc_ids_factory=lambda: (self.catalog.asin(i) for i in range(len(self.catalog))),
         )
         self.render_mode = render_mode
