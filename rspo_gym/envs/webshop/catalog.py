@@ -300,14 +300,13 @@ _CONSONANTS = "BCDFGHJKLMNPRSTVWXZ"
 _PLACE_WEIGHTS = (0.15, 0.4, 0.3, 0.15)
 #: ``(0.1, 0.35, 0.4, 0.15)[:g + 1]`` for the number ``g`` of option groups a type offers (max 3)
 _GROUP_WEIGHTS = tuple((0.1, 0.35, 0.4, 0.15)[: g + 1] for g in range(4))
-#: Version 1: log-sd of prices within a type (v0's), share of items offering no option; every
-#: other item offers all three groups of its type (half the time) or two (88 % of items offer two
-#: or more, as 88.4 % of the original's synthetic goals need two or more option clicks).
-_PRICE_SIGMA_V1 = 0.6
+#: Version 1: the share of items offering no option; 1 % offer
+#: one group, the others two or three (86 % offer two or more, as 88.4 % of the original's synthetic
+#: goals need two or more option clicks).
 _NO_OPTION_V1 = 0.125
 _GROUP_WEIGHTS_V1 = ((1.0,), (_NO_OPTION_V1, 1 - _NO_OPTION_V1),
                      (_NO_OPTION_V1, 0.01, 0.99 - _NO_OPTION_V1),
-                     (_NO_OPTION_V1, 0.01, (0.99 - _NO_OPTION_V1) / 2, (0.99 - _NO_OPTION_V1) / 2))
+                     (_NO_OPTION_V1, 0.01, 0.3, 0.69 - _NO_OPTION_V1))
 
 
 @functools.lru_cache(maxsize=None)
@@ -330,11 +329,10 @@ def _money(x: float) -> str:
     return f"${x:.2f}"
 
 
-def _price(r: random.Random, median: float, sigma: float = 0.6) -> tuple[str, float, tuple[float, ...]]:
-    """(shown text, hidden price, shown numbers): log-normal with log-sd ``sigma``, ~27% ranges,
-    ~2% unpriced."""
+def _price(r: random.Random, median: float) -> tuple[str, float, tuple[float, ...]]:
+    """(shown text, hidden price, shown numbers): log-normal, ~27% ranges, ~2% unpriced."""
     u = r.random()
-    value = median * math.exp(sigma * gauss(r))
+    value = median * math.exp(0.6 * gauss(r))
     value = min(max(value, 1.0), 999.0)
     value = math.floor(value) + 0.99 if r.random() < 0.5 and value < 998 else round(value, 2)
     if u < 0.02:
@@ -433,7 +431,6 @@ class Catalog:
         self.version = version
         self._types, self._categories = _taxonomy(version)
         self._group_weights = _GROUP_WEIGHTS_V1 if version == 1 else _GROUP_WEIGHTS
-        self._price_sigma = _PRICE_SIGMA_V1 if version == 1 else 0.6
         r = stable_rng(b'rspo-webshop', _VERSION, "types", seed)
         self._type_perm = tuple(sample_indices(r, len(self._types), len(self._types)))
         self._cache: OrderedDict[int, CatalogItem] = OrderedDict()
@@ -642,7 +639,7 @@ class Catalog:
 
     def _make(self, i: int) -> CatalogItem:
         t, r, title, attrs, bullets, description, options = self._core(i)
-        price_text, price, price_range = _price(r, t.price_median, self._price_sigma)
+        price_text, price, price_range = _price(r, t.price_median)
 
         reviews = tuple(
             Review(score := weighted(r, _REVIEW_WEIGHTS) + 1, choice(r, _REVIEWS[score]))

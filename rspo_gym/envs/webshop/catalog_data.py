@@ -537,18 +537,21 @@ TYPES: tuple[tuple[str, tuple[str, ...], str, tuple[str, ...], tuple, float], ..
 
 
 _DEVICE_STYLE = ("style", ("standard", "with case", "bundle", "pro", "lite", "gift box"))
+_BEAUTY_STYLE = ("style", ("classic", "gift set", "refill", "deluxe", "mini", "standard"))
 _FURNITURE_STYLE = ("style", ("modern", "classic", "rustic", "industrial", "contemporary",
                               "traditional"))
 _FOOD_FLAVOR = ("flavor", ("original", "spicy", "sea salt", "garlic", "classic", "hickory",
                            "lemon pepper", "sweet"))
+_FOOD_STYLE = ("style", ("classic", "organic", "gourmet", "homestyle", "original recipe"))
 _FIT_TYPE = ("fit type", ("regular", "slim", "big & tall", "relaxed", "petite"))
 
 #: Per category, the option groups catalog version 1 appends, in order, to a type until it offers
-#: three (a group whose option name the type already has is skipped).
+#: three (a group whose option name the type already has is skipped). None is a size or count,
+#: so that instructions do not mention sizes and counts far more often than the real ones.
 V1_EXTRA_GROUPS: dict[str, tuple[object, ...]] = {
-    "fashion": (_FIT_TYPE, "pattern", "size"),
-    "beauty": ("pack", "scent", _DEVICE_STYLE),
-    "electronics": (_DEVICE_STYLE, "device_color", "pack"),
-    "furniture": (_FURNITURE_STYLE, "wood_color", "pack"),
-    "food": (_FOOD_FLAVOR, "pack", "item_count"),
+    "fashion": (_FIT_TYPE, "pattern"),
+    "beauty": ("scent", _BEAUTY_STYLE),
+    "electronics": (_DEVICE_STYLE, "device_color"),
+    "furniture": (_FURNITURE_STYLE, "wood_color"),
+    "food": (_FOOD_FLAVOR, _FOOD_STYLE),
 }

@@ -87,7 +87,7 @@ def make_goal_v1(catalog: Any, index: int, variant: int, recipe: TaskRecipe = V1
     """The v1 goal ``variant`` of target ``catalog.item(index)``: a pure function of the catalog
     seed, ``index``, ``variant`` and ``recipe``."""
     r = stable_rng(b'rspo-goals', _VERSION, "goal", getattr(catalog, "seed", 0), index, variant,
-                   repr(recipe))
+                   recipe.attribute_weights, recipe.option_rate, recipe.unindexed_share)
     item = catalog.item(index)
     product = item.product
     if not product.attributes:
