@@ -39,10 +39,10 @@ import argparse
 import datetime as dt
 import functools
 import json
-import multiprocessing
 import platform
 import random
 import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -272,6 +272,17 @@ def _figure(rows: list[dict], path: Path) -> None:
     print(f"wrote {path}")
 
 
+def _fresh_run(env_id: str, size: int, goals: int, policies: list[str], sample: int) -> dict:
+    """:func:`run_config` in a fresh interpreter (its own build time and peak RSS; a plain
+    process, so the catalog may start its own document workers)."""
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import webshop_baselines as w; "
+            "print(json.dumps(w.run_config(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), "
+            "tuple(sys.argv[6:]), int(sys.argv[5]))))")
+    done = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), env_id, str(size),
+                           str(goals), str(sample), *policies], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env-ids", nargs="+", default=list(ENV_IDS))
@@ -285,11 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result = _load(args.out)
     if not args.report:
-        context = multiprocessing.get_context("spawn")
         for env_id in args.env_ids:
             for size in args.sizes:
-                with context.Pool(1, maxtasksperchild=1) as pool:
-                    row = pool.apply(run_config, (env_id, size, args.goals, tuple(args.policies), args.sample))
+                row = _fresh_run(env_id, size, args.goals, args.policies, args.sample)
                 old = next((r for r in result["rows"] if (r["env_id"], r["num_products"]) == (env_id, size)), {})
                 row = {**old, **row}  # a run of fewer policies keeps the others' numbers
                 result["rows"] = [r for r in result["rows"]
