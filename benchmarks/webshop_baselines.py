@@ -190,6 +190,48 @@ def run_config(env_id: str, num_products: int, goals: int, policies: tuple[str, 
     return row
 
 
+#: The levers, one at a time then together: (label, catalog version, goal recipe or None for v0's).
+LEVERS = (
+    ("v0", 0, None),
+    ("attributes off the title (v0's counts)", 0, dict(attribute_weights=(0.5, 0.36, 0.14), option_rate=0.75, unindexed_share=0.0)),
+    ("+ unindexed Features attributes first", 0, dict(attribute_weights=(0.5, 0.36, 0.14), option_rate=0.75, unindexed_share=1.0)),
+    ("+ every option group requested", 0, dict(attribute_weights=(0.5, 0.36, 0.14), option_rate=1.0, unindexed_share=1.0)),
+    ("+ mostly one attribute (v1's goals on v0's catalog)", 0, dict(attribute_weights=(0.9, 0.1), option_rate=1.0, unindexed_share=1.0)),
+    ("v1's catalog (2-3 option groups), v0's goals", 1, None),
+    ("v1 (v1's catalog and goals)", 1, dict(attribute_weights=(0.9, 0.1), option_rate=1.0, unindexed_share=1.0)),
+)
+
+
+def levers(num_products: int, goals: int) -> list[dict]:
+    """The rule on the test goals' targets with each lever of :data:`LEVERS` (no env: a session)."""
+    from rspo_gym.envs.webshop.catalog import Catalog
+    from rspo_gym.envs.webshop.goals import goals_for
+    from rspo_gym.envs.webshop.goals_v1 import TaskRecipe, make_goal_v1
+    from rspo_gym.envs.webshop.search import SearchIndex
+    from rspo_gym.envs.webshop.session import Session
+
+    rows, indexes = [], {}
+    for label, version, recipe in LEVERS:
+        catalog = Catalog(num_products, 0, version=version)
+        if version not in indexes:
+            indexes[version] = SearchIndex.build((catalog.search_document(i) for i in range(num_products)),
+                                                 doc_ids=(catalog.asin(i) for i in range(num_products)))
+        v0_goals = goals_for(catalog)  # its order picks the targets, the same for every lever
+        total = wins = 0
+        n = min(goals, len(v0_goals.split("test")))
+        for g in v0_goals.split("test")[:n]:
+            goal = v0_goals[g] if recipe is None else make_goal_v1(catalog, *v0_goals.locate(g), TaskRecipe(**recipe))
+            session = Session(catalog, indexes[version], goal)
+            session.step(f"search[{goal.instruction_text}]")
+            hits = session._s.hits
+            result = session.score_of(hits[0], {})[0] if hits else 0.0
+            total += result
+            wins += result == 1.0
+        rows.append({"lever": label, "score": round(100 * total / n, 1), "success": round(100 * wins / n, 1)})
+        print(rows[-1], flush=True)
+    return rows
+
+
 def wording(env_ids: tuple[str, ...], count: int = 2000) -> dict:
     """Instruction wording of each env's first ``count`` goals (1,000 products) and of the real ones."""
     import gymnasium as gym
@@ -241,6 +283,10 @@ def report(result: dict, figure: Path) -> str:
         for name, s in result["wording"].items():
             lines.append(f"| {name} | {s['mean_words']:.1f} | {100 * s['color']:.0f} | {100 * s['size']:.0f} "
                          f"| {100 * s['digit']:.0f} | {100 * s['pack_of']:.0f} |")
+    if result.get("levers"):
+        lv = result["levers"]
+        lines += ["", f"| rule at {lv['num_products']:,} products | score | success % |", "|---|---|---|"]
+        lines += [f"| {r['lever']} | {r['score']:.1f} | {r['success']:.1f} |" for r in lv["rows"]]
     _figure(rows, figure)
     return "\n".join(lines)
 
@@ -293,9 +339,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--figure", type=Path, default=FIGURE)
     parser.add_argument("--report", action="store_true", help="only redraw the tables and figure from --out")
+    parser.add_argument("--levers", type=int, metavar="PRODUCTS", default=None,
+                        help="instead: the rule with each calibration lever at this catalog size")
     args = parser.parse_args(argv)
     result = _load(args.out)
-    if not args.report:
+    if args.levers:
+        result["levers"] = {"num_products": args.levers, "rows": levers(args.levers, args.goals)}
+        write_json(args.out, result)
+    elif not args.report:
         for env_id in args.env_ids:
             for size in args.sizes:
                 row = _fresh_run(env_id, size, args.goals, args.policies, args.sample)

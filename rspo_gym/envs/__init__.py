@@ -19,8 +19,6 @@ WEBSHOP_ID = "rspo/WebShop-v0"
 #: WebShop with tasks calibrated to the original's difficulty (``docs/env_webshop.md``); v0 stays
 #: registered unchanged so that results made on it reproduce.
 WEBSHOP_V1_ID = "rspo/WebShop-v1"
-#: The WebShop version new runs, recipes and examples use by default.
-DEFAULT_WEBSHOP_ID = WEBSHOP_V1_ID
 
 
 def register_envs() -> None:
