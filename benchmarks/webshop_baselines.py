@@ -284,9 +284,12 @@ def report(result: dict, figure: Path) -> str:
             lines.append(f"| {name} | {s['mean_words']:.1f} | {100 * s['color']:.0f} | {100 * s['size']:.0f} "
                          f"| {100 * s['digit']:.0f} | {100 * s['pack_of']:.0f} |")
     if result.get("levers"):
-        lv = result["levers"]
-        lines += ["", f"| rule at {lv['num_products']:,} products | score | success % |", "|---|---|---|"]
-        lines += [f"| {r['lever']} | {r['score']:.1f} | {r['success']:.1f} |" for r in lv["rows"]]
+        sizes = sorted(result["levers"], key=int)
+        lines += ["", "| the rule, score / success % | " + " | ".join(f"{int(n):,} products" for n in sizes) + " |",
+                  "|---|" + "---|" * len(sizes)]
+        for k, lever in enumerate(result["levers"][sizes[0]]):
+            cells = [f"{result['levers'][n][k]['score']:.1f} / {result['levers'][n][k]['success']:.1f}" for n in sizes]
+            lines.append(f"| {lever['lever']} | " + " | ".join(cells) + " |")
     _figure(rows, figure)
     return "\n".join(lines)
 
@@ -344,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result = _load(args.out)
     if args.levers:
-        result["levers"] = {"num_products": args.levers, "rows": levers(args.levers, args.goals)}
+        result["levers"] = {**result.get("levers", {}), str(args.levers): levers(args.levers, args.goals)}
         write_json(args.out, result)
     elif not args.report:
         for env_id in args.env_ids:
