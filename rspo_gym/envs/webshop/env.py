@@ -32,6 +32,7 @@ from rspo_gym.envs.webshop import process
 from rspo_gym.envs.webshop.catalog import Catalog
 from rspo_gym.envs.webshop.expert import ScriptedShopper
 from rspo_gym.envs.webshop.goals import GoalSet, goals_for
+from rspo_gym.envs.webshop.goals_v1 import goals_v1_for
 from rspo_gym.envs.webshop.search import index_for
 from rspo_gym.envs.webshop.session import SEARCH_PLACEHOLDER, Session
 
@@ -48,7 +49,11 @@ def shared_catalog(num_products: int, seed: int, style: str = "human", version: 
     (0 for ``rspo/WebShop-v0``, 1 for ``rspo/WebShop-v1``): it picks the catalog and goal versions.
     """
     catalog = Catalog(num_products, seed, version=version)
-    return catalog, goals_for(catalog, style=style, version=version)
+    if version == 1:
+        if style != "human":
+            raise ValueError("rspo/WebShop-v1's goals are human style only")
+        return catalog, goals_v1_for(catalog)
+    return catalog, goals_for(catalog, style=style)
 
 
 def index_key(num_products: int, seed: int, version: int = 0) -> tuple:

@@ -42,7 +42,7 @@ import math
 import random
 import re
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, overload
 
 from .draws import below, choice, shuffled, stable_rng, weighted
@@ -436,21 +436,17 @@ class GoalSet(Sequence[Goal]):
 
     ``len(self) == catalog.num_products * goals_per_product``; goal ``g`` targets product
     ``locate(g)[0]`` with variant ``locate(g)[1]`` and equals
-    ``make_goal(catalog, *locate(g), style=style)`` (``version=1``: ``rspo/WebShop-v1``'s
-    :func:`~.goals_v1.make_goal_v1`, human style only). The order depends only on the catalog
-    seed, the number of goals, the style and the version. A small LRU cache keeps recently made
-    goals.
+    ``make_goal(catalog, *locate(g), style=style)``, or ``maker(catalog, *locate(g))`` when a
+    ``maker`` is given (``goals_v1.py`` passes ``rspo/WebShop-v1``'s, with an ``order_tag`` that
+    gives its goals their own order). The order depends only on the catalog seed, the number of
+    goals, the style and the tag. A small LRU cache keeps recently made goals.
     """
 
     def __init__(self, catalog: Any, *, style: str = "human",
                  goals_per_product: int | None = None, cache_size: int = 4096,
-                 version: int = 0) -> None:
+                 maker: Callable[[Any, int, int], Goal] | None = None, order_tag: str = "") -> None:
         if style not in STYLES:
             raise ValueError(f"style must be one of {STYLES}, got {style!r}")
-        if version not in (0, 1):
-            raise ValueError(f"version must be 0 or 1, got {version!r}")
-        if version == 1 and style != "human":
-            raise ValueError("version 1 goals are human style only")
         num_products = len(catalog)
         if goals_per_product is None:
             goals_per_product = max(1, math.ceil(DEFAULT_MIN_GOALS / num_products))
@@ -462,9 +458,9 @@ class GoalSet(Sequence[Goal]):
         self.goals_per_product = goals_per_product
         self.num_products = num_products
         self._n = num_products * goals_per_product
-        self.version = version
+        self._maker = maker
         order_key: tuple[object, ...] = (_VERSION, "order", getattr(catalog, "seed", 0), self._n, style)
-        self._perm = _Permutation(self._n, *order_key, *(("task-v1",) if version == 1 else ()))
+        self._perm = _Permutation(self._n, *order_key, *((order_tag,) if order_tag else ()))
         self._cache: OrderedDict[int, Goal] = OrderedDict()
         self._cache_size = cache_size
 
@@ -497,10 +493,8 @@ class GoalSet(Sequence[Goal]):
         if hit is not None:
             self._cache.move_to_end(g)
             return hit
-        if self.version == 1:
-            from .goals_v1 import make_goal_v1  # goals_v1 builds on this module
-
-            goal = make_goal_v1(self.catalog, *self.locate(g))
+        if self._maker is not None:
+            goal = self._maker(self.catalog, *self.locate(g))
         else:
             goal = make_goal(self.catalog, *self.locate(g), style=self.style)
         self._cache[g] = goal
@@ -529,14 +523,14 @@ class GoalSet(Sequence[Goal]):
         return g
 
 
-def goals_for(catalog: Any, *, style: str = "human", goals_per_product: int | None = None,
-              version: int = 0) -> GoalSet:
+def goals_for(catalog: Any, *, style: str = "human", goals_per_product: int | None = None
+              ) -> GoalSet:
     """The canonical :class:`GoalSet` of ``catalog`` (lazy; index it, slice it or iterate it).
 
     There is deliberately no seed argument: the goals and their order are a function of the
     catalog (its seed and size) and the style only.
     """
-    return GoalSet(catalog, style=style, goals_per_product=goals_per_product, version=version)
+    return GoalSet(catalog, style=style, goals_per_product=goals_per_product)
 
 
 # ----------------------------------------------------------------------------- style statistics

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from .draws import choice, shuffled, stable_rng, weighted
-from .goals import _human_text, price_clause
+from .goals import GoalSet, _human_text, price_clause
 from .model import Goal
 from .reward import fuzzy_score
 
-__all__ = ["TaskRecipe", "V1", "make_goal_v1"]
+__all__ = ["TaskRecipe", "V1", "goals_v1_for", "make_goal_v1"]
 
 _VERSION = "rspo_gym.webshop.goals.task-v1"
 
@@ -99,3 +99,9 @@ def make_goal_v1(catalog: Any, index: int, variant: int, recipe: TaskRecipe = V1
         attributes=tuple(attributes), options=tuple(value for _, value in picked),
         price_upper=price_upper, instruction_text=base.strip(".") + price_text, asin=product.asin,
     )
+
+
+def goals_v1_for(catalog: Any) -> GoalSet:
+    """``rspo/WebShop-v1``'s canonical goal set of ``catalog`` (a version-1 catalog): v0's sizes
+    and splits, its own order."""
+    return GoalSet(catalog, maker=make_goal_v1, order_tag="task-v1")

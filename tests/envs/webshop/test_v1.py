@@ -12,7 +12,7 @@ import pytest
 
 import rspo_gym  # noqa: F401
 from rspo_gym.envs.webshop.catalog import Catalog
-from rspo_gym.envs.webshop.goals import goals_for
+from rspo_gym.envs.webshop.goals_v1 import goals_v1_for
 from rspo_gym.envs.webshop.reward import score, shared_lexicon_nouns
 from rspo_gym.envs.webshop.search import SearchIndex
 
@@ -33,7 +33,7 @@ def _goal_options_as_selection(item, goal):
 
 def test_every_v1_goal_on_a_1000_sample_is_satisfiable():
     catalog = Catalog(1000, 0, version=1)
-    goals = goals_for(catalog, version=1)
+    goals = goals_v1_for(catalog)
     nouns = shared_lexicon_nouns(catalog.noun_lexicon)
     for g in range(0, len(goals), len(goals) // 1000)[:1000]:
         goal = goals[g]
@@ -48,7 +48,7 @@ def test_v1_goals_ask_more_than_v0():
     """The calibration's levers hold on the test split: options are requested whenever the target
     offers them, attributes are asked off the title."""
     catalog = Catalog(1000, 0, version=1)
-    goals = goals_for(catalog, version=1)
+    goals = goals_v1_for(catalog)
     test = [goals[g] for g in goals.split("test")]
     for goal in test:
         item = catalog.item(catalog.index_of(goal.asin))
@@ -69,9 +69,9 @@ def test_v1_differs_from_v0_only_in_options_and_what_follows():
 _DIGEST = """
 import hashlib, sys
 from rspo_gym.envs.webshop.catalog import Catalog
-from rspo_gym.envs.webshop.goals import goals_for
+from rspo_gym.envs.webshop.goals_v1 import goals_v1_for
 cat = Catalog(2000, 5, version=1)
-goals = goals_for(cat, version=1)
+goals = goals_v1_for(cat)
 h = hashlib.sha256()
 for i in range(0, 2000, 3):
     it = cat.item(i)
