@@ -8,6 +8,8 @@ May import: ``rspo_gym.errors`` and ``rspo_gym.algos`` (the room order is checke
 ``tests/test_layout.py``); nothing of rollouts, policies or training.
 """
 
+import warnings
+
 from gymnasium.envs.registration import register, registry
 
 from rspo_gym.envs.process_rewards import process_rewards
@@ -19,6 +21,11 @@ WEBSHOP_ID = "rspo/WebShop-v0"
 #: WebShop with tasks calibrated to the original's difficulty (``docs/env_webshop.md``); v0 stays
 #: registered unchanged so that results made on it reproduce.
 WEBSHOP_V1_ID = "rspo/WebShop-v1"
+
+
+# v0 is kept on purpose (its results reproduce), not deprecated: Gymnasium's "out of date" notice,
+# given whenever a higher version of an id is registered, would print on every v0 run.
+warnings.filterwarnings("ignore", message=r".*The environment rspo/WebShop-v0 is out of date", category=DeprecationWarning)
 
 
 def register_envs() -> None:

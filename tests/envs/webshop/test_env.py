@@ -38,7 +38,7 @@ def _buy_target(env):
 
 @pytest.mark.parametrize("env_id", [ENV_ID, "rspo/WebShop-v1"])
 def test_check_env_is_clean(env_id):
-    env = gym.make(env_id, **SMALL).unwrapped  # v0 is made with Gymnasium's "v1 exists" notice
+    env = gym.make(env_id, **SMALL).unwrapped  # outside: Gymnasium notes v0 is not the newest
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         check_env(env, skip_render_check=True)
