@@ -16,6 +16,10 @@ nowhere), 0-3 option groups of 2-8 values that collide under fuzzy matching, and
 prices (median about $25-30, ~27% shown as ranges "$a to $b" with a hidden uniform draw, ~2%
 unpriced, which upstream prices at $100).
 
+``Catalog(..., version=1)`` is ``rspo/WebShop-v1``'s catalog: the same items except for the option
+groups they offer (:data:`~.catalog_data.V1_EXTRA_GROUPS` give every type up to three; 12.5 % of
+items offer none, 1 % one) and so for their prices and reviews, drawn after the options.
+
 Upstream's real files can be read with :func:`load_real_items`.
 """
 
@@ -412,7 +416,8 @@ class _Prefetch:
 class Catalog:
     """A seeded synthetic catalog of ``num_products`` items, each generated on demand.
 
-    ``item(i)`` is a pure function of ``(seed, i)``; the object itself holds the seed, the size,
+    ``item(i)`` is a pure function of ``(seed, i)`` (and ``version``: 0 for ``rspo/WebShop-v0``,
+    1 for ``rspo/WebShop-v1``); the object itself holds the seed, the size,
     the taxonomy (shared, built once per process), a type permutation and a bounded LRU cache.
     Thread-safe.
     """
