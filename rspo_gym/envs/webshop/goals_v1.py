@@ -53,8 +53,9 @@ V1 = TaskRecipe()
 def _candidate_attributes(r: random.Random, item: Any, recipe: TaskRecipe) -> list[str]:
     """The target's attributes in the order they are offered: for ``unindexed_share`` of goals,
     first those shown only on the Features page past its first bullet (where the original mined
-    attributes and its search does not look), then the rest shown off the title, then the title's;
-    for the others, everything off the title first, then the title's."""
+    attributes and its search does not look), then the others its pages show off the title, then
+    the title's; for the other goals, all those shown off the title first, then the title's. The
+    ones no page shows come last: the original's were mined from the product's own text."""
     product = item.product
     title = product.name.lower()
     indexed = " ".join((product.description, *product.bullet_points[:1])).lower()
@@ -62,10 +63,14 @@ def _candidate_attributes(r: random.Random, item: Any, recipe: TaskRecipe) -> li
     on_title = [a for a in product.attributes if a.lower() in title]
     unindexed = [a for a in product.attributes
                  if a not in on_title and a.lower() in features and a.lower() not in indexed]
-    rest = [a for a in product.attributes if a not in on_title and a not in unindexed]
+    shown = [a for a in product.attributes
+             if a not in on_title and a not in unindexed and a.lower() in indexed + " " + features]
+    hidden = [a for a in product.attributes if a not in on_title + unindexed + shown]
     if r.random() < recipe.unindexed_share:
-        return shuffled(r, unindexed) + shuffled(r, rest) + shuffled(r, on_title)
-    return shuffled(r, unindexed + rest) + shuffled(r, on_title)
+        first = shuffled(r, unindexed) + shuffled(r, shown)
+    else:
+        first = shuffled(r, unindexed + shown)
+    return first + shuffled(r, on_title) + shuffled(r, hidden)
 
 
 def _pick(r: random.Random, candidates: list[str], weights: tuple[float, ...]) -> list[str]:
