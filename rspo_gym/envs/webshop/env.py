@@ -1,4 +1,6 @@
-"""``rspo/WebShop-v0``: WebShop's text mode over a synthetic catalog, as a Gymnasium environment.
+"""``rspo/WebShop-v1`` and ``rspo/WebShop-v0``: WebShop's text mode over a synthetic catalog, as a
+Gymnasium environment. The two differ only in their tasks (``task_version``: v1's catalog offers
+more option groups and its goals ask for them, ``goals_v1.py``); v0 is kept so its results reproduce.
 
 Observations are upstream's text-mode pages (``[SEP]``-joined, see ``session.py``); actions are
 ``search[query]`` (on the search page) and ``click[element]``. Reward is the purchase score at
@@ -10,7 +12,7 @@ truncates at 15 steps (verl-agent's limit).
 instruction), ``task_id``, ``task_type`` (``"webshop"``), ``won`` (score == 1), ``anchor`` (the raw
 observation); on step also ``valid``, ``score`` and, after a purchase, ``reward_parts``.
 
-One catalog and one search index per (``num_products``, ``catalog_seed``) are shared by every env
+One catalog and one search index per (``num_products``, ``catalog_seed``, task version) are shared by every env
 of the process. ``split`` picks the canonical goals: ``test`` (first 500), ``valid`` (next
 1,000), ``train`` (the rest); ``reset(seed=s)`` draws a task of the split from the seed and
 ``reset(options={"task_id": k})`` picks the k-th goal of the split. No worker seed ever changes
@@ -65,7 +67,7 @@ class WebShopEnv(gym.Env[str, str]):
     """Shop for the item an instruction describes, in WebShop's text pages.
 
     >>> import gymnasium as gym, rspo_gym
-    >>> env = gym.make("rspo/WebShop-v0", num_products=200, split="test")
+    >>> env = gym.make("rspo/WebShop-v1", num_products=200, split="test")
     >>> obs, info = env.reset(options={"task_id": 0})
     >>> obs.startswith("WebShop [SEP] Instruction: [SEP] ")
     True
