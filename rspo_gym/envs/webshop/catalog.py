@@ -55,8 +55,8 @@ MAX_PRODUCTS = 5_000_000
 #: Upstream's price for a product without pricing (``load_products``/``generate_product_prices``).
 UNPRICED_PRICE = 100.0
 #: Catalog versions: 0 is ``rspo/WebShop-v0``'s; 1 (``rspo/WebShop-v1``) differs only in the
-#: option groups items offer (every type has at least two, and 88 % of items offer two or more,
-#: as the original's products do); titles, descriptions, features and attributes are v0's.
+#: option groups items offer (every type has two or three, and 86 % of items offer two or more,
+#: as most of the original's do); titles, descriptions, features and attributes are v0's.
 CATALOG_VERSIONS = (0, 1)
 #: The five top-level categories, in taxonomy order.
 CATEGORY_TOPS: tuple[str, ...] = ("fashion", "beauty", "electronics", "furniture", "food")
