@@ -83,7 +83,7 @@ class QuickstartConfig:
     """What the quick start runs; the defaults take about 10 minutes on 2 idle CPU cores."""
 
     env_id: str = "rspo/ALFWorld-v0"
-    """Environment (``rspo/ALFWorld-v0`` or ``rspo/WebShop-v0``)."""
+    """Environment (``rspo/ALFWorld-v0`` or ``rspo/WebShop-v1``)."""
     base: str = "grpo"
     """RSPO's base algorithm: ``grpo``, ``ppo`` or ``gigpo``."""
     swap: str = "rank"
