@@ -89,7 +89,7 @@ def test_mkdocs_build_strict(tmp_path):
 def _answer_figures():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("answer_figures", ROOT / "docs" / "answers" / "make_figures.py")
+    spec = importlib.util.spec_from_file_location("answer_figures", ROOT / "benchmarks" / "answer_figures.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.figures()

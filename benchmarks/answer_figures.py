@@ -1,6 +1,6 @@
 """Draw the results page's answer figures from the committed data, nothing rerun.
 
-    python docs/answers/make_figures.py
+    python benchmarks/answer_figures.py
 
 Reads ``docs/results_fast/summary.json`` (the matrix's and the sparse-regime study's paired
 differences), ``docs/results_fast/details.json`` (the equal-total-steps view) and
@@ -16,8 +16,8 @@ from pathlib import Path
 from rspo_gym.compare.stats import verdict
 from rspo_gym.plotting import forest_plot
 
-HERE = Path(__file__).resolve().parent
-DOCS = HERE.parent
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+HERE = DOCS / "answers"
 ALF, WEB = "rspo/ALFWorld-v0", "rspo/WebShop-v0"
 UNTRAINED_WEB = {"start": "untrained", "policy": "drrn"}
 UNTRAINED_ALF = {"start": "untrained", "policy": "drrn-memory"}
