@@ -28,11 +28,21 @@ EXTRAS = {
     "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=1.0"],
     # The web UI for people (``rspo-gym webshop serve``).
     "web": ["flask>=3"],
+    # Peer trainers (rspo_gym.integrations): each peer's own package. TRL and skyrl-gym install
+    # cleanly beside the torch pin and are in `all`; ART and verifiers pull in large client stacks
+    # (litellm, weave, mcp, ...), and OpenRLHF builds flash-attn and DeepSpeed (a CUDA machine):
+    # install those on their own.
+    "trl": ["trl>=1.16", "datasets>=3"],
+    "skyrl": ["skyrl-gym>=0.4"],
+    "art": ["openpipe-art>=0.5"],
+    "verifiers": ["verifiers>=0.4"],
+    "openrlhf": ["openrlhf>=0.11"],
     # The original engine, for cross-checks and as an optional backend. Fast-Downward compiles
     # from source (about 2 minutes, needs g++ and cmake).
     "textworld": ["textworld[pddl]==1.7.0", "alfworld==0.4.2"],
 }
-EXTRAS["all"] = sorted({req for name, reqs in EXTRAS.items() if name not in ("textworld", "vllm") for req in reqs})
+EXTRAS["all"] = sorted({req for name, reqs in EXTRAS.items()
+                        if name not in ("textworld", "vllm", "art", "verifiers", "openrlhf") for req in reqs})
 
 setup(
     name="rspo-gym",

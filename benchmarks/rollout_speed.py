@@ -7,7 +7,9 @@ the collector's single batched generation call per turn, then the same envs and 
 time (a 1x1 vector env per task, as a per-env loop would). Temperature 1, seeded, in two modes
 (``--modes``): ``constrained`` replies are admissible actions (a few tokens: the prompt's prefill
 dominates), ``free`` replies are sampled freely up to ``--max-new-tokens`` (64: decoding
-dominates, as with ``<think>`` replies). Reported: wall time, env steps/s, generated tokens/s
+dominates, as with ``<think>`` replies). ``--methods decode tree`` makes the constrained replies both
+ways (``HFBackend(constrained=...)``: a forward pass per reply token, or the allowed replies' trie
+scored in two passes) and prints their ratio. Reported: wall time, env steps/s, generated tokens/s
 and the batched / sequential ratios of wall time and of generated tokens/s (sampled replies differ
 in length between the two runs, so the tokens/s ratio is the fairer one). Sequential runs are skipped above ``--sequential-max``
 (extrapolated from the per-env time of the largest measured size when asked for the ratio).
@@ -17,6 +19,7 @@ one-env-at-a-time runs, so its start-up time is in neither, and runs without pre
 which would let the one-env-at-a-time run reuse the batched run's identical first prompts.
 
     python benchmarks/rollout_speed.py --models tiny smollm2-135m --batches 1 8 32
+    python benchmarks/rollout_speed.py --modes constrained --methods decode tree --batches 8 32 --sequential-max 0
     python benchmarks/rollout_speed.py --backend vllm --modes free --batches 8 32
 
 ``--vocab-compare`` measures instead the HF sampler's time per generated token step, free
@@ -73,8 +76,10 @@ def _run(policy, env_id: str, task_ids: list[int], turns: int, seed: int, mode: 
     return elapsed, len(rollout.rows), sum(len(r.response_ids) for r in rollout.rows)
 
 
-def _policy(model_name: str, backend: str) -> LLMPolicy:
+def _policy(model_name: str, backend: str, method: str = "tree") -> LLMPolicy:
     model, tokenizer = load_model(model_name, device="cpu")
+    if backend == "hf":
+        return LLMPolicy(model, tokenizer, backend=HFBackend(model, tokenizer, constrained=method))
     if backend == "vllm":
         from rspo_gym.policies.vllm_backend import VLLMBackend
 
@@ -82,10 +87,11 @@ def _policy(model_name: str, backend: str) -> LLMPolicy:
             # no prefix caching: the one-env-at-a-time run replays the batched run's first prompts
             model, tokenizer, dtype="float32", kv_cache_memory_bytes=2**31, enable_prefix_caching=False
         ))
-    return LLMPolicy(model, tokenizer)
+    raise ValueError(f"unknown backend {backend!r}")
 
 
-def measure(policy: LLMPolicy, model_name: str, backend: str, mode: str, batches: list[int], turns: int, sequential_max: int, env_id: str, max_new_tokens: int) -> list[dict]:
+def measure(policy: LLMPolicy, model_name: str, backend: str, mode: str, batches: list[int], turns: int, sequential_max: int, env_id: str, max_new_tokens: int,
+            method: str = "tree") -> list[dict]:
     _run(policy, env_id, [0], 1, 0, mode, max_new_tokens)  # warm-up (kernels, caches)
     results = []
     for batch in batches:
@@ -95,6 +101,7 @@ def measure(policy: LLMPolicy, model_name: str, backend: str, mode: str, batches
             "model": model_name,
             "backend": backend,
             "mode": mode,
+            "method": method if mode == "constrained" else "-",
             "batch": batch,
             "turns": turns,
             "batched_s": elapsed,
@@ -214,7 +221,7 @@ def _format(row: dict) -> str:
         else f"{'-':>10} {'-':>7} {'-':>7}"
     )
     return (
-        f"{row['model']:14s} {row.get('backend', 'hf'):5s} {row['mode']:11s} {row['batch']:5d} {row['batched_s']:8.2f} s "
+        f"{row['model']:14s} {row.get('backend', 'hf'):5s} {row['mode']:11s} {row.get('method', '-'):6s} {row['batch']:5d} {row['batched_s']:8.2f} s "
         f"{row['env_steps_per_s']:9.1f} {row['tokens_per_s']:9.1f}   {seq}"
     )
 
@@ -226,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--modes", nargs="+", choices=("constrained", "free"), default=["constrained", "free"])
     parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--methods", nargs="+", choices=("tree", "decode"), default=["tree"],
+                        help="how constrained replies are made (HFBackend's constrained=): both to compare them in one run")
     parser.add_argument("--sequential-max", type=int, default=32, help="largest batch also run one env at a time")
     parser.add_argument("--env", default="rspo/ALFWorld-v0")
     parser.add_argument("--backend", choices=("hf", "vllm"), default="hf", help="generation backend")
@@ -242,16 +251,23 @@ def main(argv: list[str] | None = None) -> int:
         out = args.out.with_name("sampler_vocab.json") if args.out == parser.get_default("out") else args.out
         write_json(out, {"threads": torch.get_num_threads(), **vocab_compare(torch.device(args.device), args.shape, args.layers)})
         return 0
-    print(f"{'model':14s} {'gen':5s} {'mode':11s} {'batch':>5s} {'batched':>10s} {'steps/s':>9s} {'tok/s':>9s}   {'one-by-one':>10s} {'time':>7s} {'tok/s':>7s}")
+    print(f"{'model':14s} {'gen':5s} {'mode':11s} {'method':6s} {'batch':>5s} {'batched':>10s} {'steps/s':>9s} {'tok/s':>9s}   {'one-by-one':>10s} {'time':>7s} {'tok/s':>7s}")
     results = []
     if args.backend == "vllm" and "constrained" in args.modes:
         parser.error("vLLM cannot constrain replies to the admissible actions: use --modes free")
     for name in args.models:
-        policy = _policy(name, args.backend)
         for mode in args.modes:
-            results += measure(policy, name, args.backend, mode, args.batches, args.turns, args.sequential_max, args.env, args.max_new_tokens)
-        if hasattr(policy.backend, "shutdown"):
-            policy.backend.shutdown()
+            for method in args.methods if mode == "constrained" else args.methods[:1]:
+                policy = _policy(name, args.backend, method)
+                results += measure(policy, name, args.backend, mode, args.batches, args.turns, args.sequential_max, args.env,
+                                   args.max_new_tokens, method)
+                if hasattr(policy.backend, "shutdown"):
+                    policy.backend.shutdown()
+    for fast in (r for r in results if r["method"] == "tree"):
+        slow = next((r for r in results if r["method"] == "decode" and (r["model"], r["batch"]) == (fast["model"], fast["batch"])), None)
+        if slow is not None:
+            fast["speedup_over_decode"] = fast["env_steps_per_s"] / slow["env_steps_per_s"]
+            print(f"{fast['model']} constrained, {fast['batch']} envs: tree / decode = {fast['speedup_over_decode']:.2f}x env steps/s")
     write_json(args.out, {"env": args.env, "backend": args.backend, "threads": torch.get_num_threads(), "peak_rss_mb": peak_rss_mb(), "results": results})
     return 0
 

@@ -14,14 +14,18 @@ arms, so a hard task or a lucky seed cancels. A difference is "better" / "worse"
 - Farmed events: what the misaligned per-event reward pays per held-out episode, for every arm.
 
 Writes ``summary.json`` (``rows`` and ``differences``, the headline), ``details.json`` (every view),
-``tables.md`` and ``heldout_<env>.png`` (held-out curves with 95 % bands) into ``--out``.
+``tables.md``, ``heldout_<env>.png`` (held-out curves with 95 % bands), ``forest_<env>.png`` and
+``forest_auc_<env>.png`` (the headline's paired differences of the final success and of the area
+under its curve, one row per base and pair of arms, the 95 % interval as a bar and 0 marked) into
+``--out``.
 
     python benchmarks/rspo_matrix_report.py results/rspo_matrix/matrix --out docs/results_fast
 
 The regimes study (``--preset regimes``, or any preset whose plans are regimes) is grouped by
 (env, regime, base, arm), compared by ``REGIME_COMPARISONS`` (a comparison needs 2 paired seeds,
 so a partial run reports what it has), and written as ``details_regimes.json``,
-``tables_regimes.md`` and ``heldout_regimes_<env>.png`` (a panel per regime and base). Its
+``tables_regimes.md``, ``heldout_regimes_<env>.png`` (a panel per regime and base) and
+``forest_regimes[_auc]_<env>_<regime>.png``. Its
 ``summary.json`` rows and differences carry ``"regime": {"start": ..., "policy": ...}``, with
 metrics ``success`` (WebShop also ``score``) at the budget's end, ``auc_success`` (``auc_score``),
 and, per arm, the mean over training iterations of the update's group outcomes:
@@ -46,7 +50,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import write_json  # noqa: E402
+from rspo_gym.compare.stats import verdict  # noqa: E402
 from rspo_gym.intervals import bootstrap_mean_ci, paired_difference_ci  # noqa: E402
+from rspo_gym.plotting import forest_plot  # noqa: E402
 from rspo_matrix import ARMS, BASES, MAIN_ARMS, PLANS, REGIME_ARMS, env_of, load_results, regime_name  # noqa: E402
 
 #: (a, b) arm pairs whose paired difference a - b is reported, per base.
@@ -467,6 +473,31 @@ def plot_regimes(m: Matrix, plan, out: Path) -> None:
             plt.close(fig)
 
 
+def plot_forests(differences: list[dict], out: Path) -> list[Path]:
+    """``summary.json``'s paired differences of held-out success, one forest plot per env and
+    measure: ``forest_<env>.png`` (the final success) and ``forest_auc_<env>.png`` (the area under
+    its curve), a row per base and pair of arms; the regimes study's per regime too:
+    ``forest_regimes_<env>_<regime>.png`` and ``forest_regimes_auc_<env>_<regime>.png``."""
+    written = []
+    panels: dict[tuple[str, str, str | None], list[dict]] = {}
+    for d in differences:
+        if d["metric"] not in ("success", "auc_success"):
+            continue
+        measure = "auc" if d["metric"].startswith("auc_") else "final"
+        panels.setdefault((d["env"], measure, regime_name(d["regime"]) if "regime" in d else None), []).append(d)
+    for (env, measure, regime), chosen in panels.items():
+        rows = [{"label": " ".join(f"{d['base']}: {d['a']['arm']} {d['a']['process_reward'] or ''} − {d['b']['arm']} "
+                                   f"{d['b']['process_reward'] or ''}".split()),
+                 "difference": d["mean"], "ci_low": d["ci_low"], "ci_high": d["ci_high"], "verdict": verdict(d["ci_low"], d["ci_high"])}
+                for d in chosen]
+        what = "area under the held-out success curve" if measure == "auc" else "final held-out success"
+        name = "forest_" + ("regimes_" if regime else "") + ("auc_" if measure == "auc" else "") + env.split("/")[-1] + (f"_{regime}" if regime else "")
+        title = f"{env}{f', regime {regime}' if regime else ''}: paired differences a − b of the {what} (95 % intervals over seeds and tasks)"
+        if forest_plot(rows, out / f"{name}.png", title=title, xlabel=f"a − b, {what}"):
+            written.append(out / f"{name}.png")
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", type=Path, help="the matrix's folder (holding cells/ and starts/)")
@@ -509,6 +540,7 @@ def main(argv: list[str] | None = None) -> int:
         print("matplotlib is not installed: no plots", file=sys.stderr)
     else:
         plot_regimes(m, plan, out) if regimes else plot(m, plan, out)
+        plot_forests(diffs, out)
     print(text)
     return 0
 

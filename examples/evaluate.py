@@ -1,7 +1,7 @@
 """Evaluate a model on held-out tasks: a trained run folder (an LLM or drrn), a preset or a Hugging Face model.
 
     python examples/evaluate.py --model runs/example-rspo-alfworld --tasks 30
-    python examples/evaluate.py --model tiny --env rspo/WebShop-v0 --tasks 20
+    python examples/evaluate.py --model tiny --env rspo/WebShop-v1 --tasks 20
 
 A run folder is evaluated the way it was trained (its env, turn limit, history and evaluation
 temperature, read from its ``config.json``); ``rspo-gym eval`` does the same from the shell.

@@ -11,6 +11,10 @@
   Needs the ``[llm]`` extra.
 - ``rspo-gym config --algo rspo``: every config field of an algorithm with its default and doc
   (``--markdown``: the whole reference page, ``docs/config.md``).
+- ``rspo-gym compare``: is my change better? Groups of run folders (by setting, or named), each
+  compared with a baseline on the same held-out tasks and episode seeds: paired differences of
+  the final success and of the area under the held-out curve, with 95 % intervals over seeds and
+  tasks (``rspo_gym/compare/``).
 - ``rspo-gym eval``: success of a model (preset, HF id, or a trained run folder / its ``policy/``)
   on held-out tasks; a run is evaluated as it was trained (env, turn limit, history, evaluation
   temperature, split and tasks from its ``config.json``) unless flags say otherwise.
@@ -253,12 +257,6 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-#: The fields of a run's config that say how its policy acted and was measured; ``rspo-gym eval``
-#: reuses them so that a run is evaluated as it was trained.
-RUN_EVAL_FIELDS = (
-    "max_turns", "history_length", "think", "constrained", "max_new_tokens", "env_kwargs",
-    "eval_temperature", "eval_split", "eval_tasks", "eval_task_ids", "eval_seed",
-)
 #: Held-out tasks of ``rspo-gym eval`` on a model that is not a run (a run keeps its own).
 EVAL_TASKS = 16
 
@@ -266,7 +264,7 @@ EVAL_TASKS = 16
 def _run_settings(model: str) -> tuple[str, str | None, dict]:
     """``(model to load, env id, trainer fields)`` of ``--model``: a run folder or its ``policy/``
     gives its policy, env and ``RUN_EVAL_FIELDS``; any other model gives itself, no env, and none."""
-    from rspo_gym.training.config import load_config
+    from rspo_gym.training.config import RUN_EVAL_FIELDS, load_config
     from rspo_gym.training.runs import find_run
 
     run = find_run(model)
@@ -327,6 +325,33 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compare(args: argparse.Namespace) -> int:
+    if args.tasks is not None and args.tasks < 1:
+        raise UserError(f"--tasks must be at least 1, got {args.tasks}")
+    if args.replicates < 100:
+        raise UserError(f"--replicates must be at least 100 (an interval from fewer resamples is noise), got {args.replicates}")
+    if not args.runs and not args.group:
+        raise UserError("name the run folders to compare (paths or globs), or groups of them with --group NAME=GLOB")
+    from rspo_gym.compare import compare_runs
+
+    groups: dict[str, list[str]] = {}
+    for spec in args.group:
+        name, sep, pattern = spec.partition("=")
+        if not sep or not name.strip() or not pattern.strip():
+            raise UserError(f"--group expects NAME=GLOB, got {spec!r}")
+        groups.setdefault(name.strip(), []).append(pattern.strip())
+    summary = compare_runs(args.runs, groups=groups or None, baseline=args.baseline, out=args.out, evaluate=args.evaluate,
+                           tasks=args.tasks, one_seed=args.one_seed, replicates=args.replicates, say=lambda line: print(line, file=sys.stderr))
+    for g in summary["groups"]:
+        final = g["final"]["success"]
+        print(f"{g['name']}: {len(g['seeds'])} seed{'' if len(g['seeds']) == 1 else 's'}, final held-out success {final['mean']:.3f} "
+              f"[{final['ci_low']:.3f}, {final['ci_high']:.3f}]")
+    for d in summary["differences"]:
+        print(d["sentence"])
+    print(f"summary.json, report.md and figures in {args.out}")
+    return 0
+
+
 def _config(args: argparse.Namespace) -> int:
     from rspo_gym.training.config_reference import ALGORITHM_CONFIGS, render_markdown, render_text
 
@@ -354,6 +379,7 @@ def _quickstart(args: argparse.Namespace) -> int:
             env_id=args.env, base=args.base, swap=args.swap, model=args.model, warm_start=args.warm_start, task_type=args.task_type,
             train_tasks=args.train_tasks, eval_tasks=args.eval_tasks, eval_episodes=args.eval_episodes, eval_every=args.eval_every,
             time_limit_minutes=args.time_limit_minutes, iterations=args.iterations, output_dir=args.output_dir, seed=args.seed,
+            cpu_capability=None if args.cpu_capability == "native" else args.cpu_capability,
         )
     except (TypeError, ValueError) as err:  # before torch loads or any folder is made
         raise UserError(f"rspo-gym quickstart: {err}") from None
@@ -397,6 +423,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="opt-in wall-clock limit: training stops early to end by it (the summary says how many iterations ran)")
     quick.add_argument("--output-dir", default=defaults.output_dir, help="results folder")
     quick.add_argument("--seed", type=int, default=defaults.seed, help="seed of everything")
+    quick.add_argument("--cpu-capability", choices=("avx2", "avx512", "default", "native"), default=defaults.cpu_capability,
+                       help="torch's vector kernels, pinned so the numbers are the same on CPUs with and without AVX-512 "
+                            "(native: torch's own choice, faster where it picks AVX-512)")
     quick.set_defaults(run=_quickstart)
     demo = commands.add_parser("demo", help="watch an expert (or play yourself) on ALFWorld tasks")
     demo.add_argument("--split", default="valid_seen", help="generated split (default: valid_seen)")
@@ -468,6 +497,24 @@ def build_parser() -> argparse.ArgumentParser:
                           help="seed of the evaluation's episodes: the config's eval_seed (default: the run's, else 1000)")
     evaluate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any config field")
     evaluate.set_defaults(run=_eval)
+
+    compare = commands.add_parser(
+        "compare", help="is my change better? groups of run folders compared on the same held-out tasks, with intervals",
+        epilog="Runs are measured on one list of held-out tasks and episode seeds (their own records where they have "
+               "them, else their saved policy is evaluated: that needs the [llm] extra). docs/compare.md has a worked example.")
+    compare.add_argument("runs", nargs="*", metavar="RUN", help="run folders or globs, grouped by setting (the config without the seed)")
+    compare.add_argument("--group", action="append", default=[], metavar="NAME=GLOB",
+                         help="a named group of run folders instead (repeatable; a name given twice gathers its globs)")
+    compare.add_argument("--baseline", default=None, help="the group the others are compared with (default: the first)")
+    compare.add_argument("--out", default="compare", help="folder for summary.json, report.md, forest.png and the curves")
+    compare.add_argument("--evaluate", action="store_true",
+                         help="evaluate every run's saved policy now, even where its records are on the common tasks")
+    compare.add_argument("--tasks", type=int, default=None,
+                         help="measure on the held-out split's first TASKS tasks (default: the first run's last evaluation's tasks)")
+    compare.add_argument("--one-seed", action="store_true",
+                         help="accept groups of one seed: their intervals then cover the held-out tasks only, not training noise")
+    compare.add_argument("--replicates", type=int, default=2000, help="bootstrap resamples per interval")
+    compare.set_defaults(run=_compare)
 
     config = commands.add_parser("config", help="every config field of an algorithm, with its default and doc")
     config.add_argument("--algo", choices=ALGORITHMS, default="rspo", help="algorithm whose config to list")

@@ -19,17 +19,23 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["bootstrap_mean_ci", "paired_difference_ci", "binned_band"]
+__all__ = ["bootstrap_mean_ci", "paired_difference_ci", "difference_draws", "binned_band"]
 
 
-def _resampled_means(matrices: Sequence[np.ndarray], replicates: int, seed: int) -> list[np.ndarray]:
-    """Means of each matrix over the same ``replicates`` resamples of seeds (rows) and tasks (columns)."""
-    seeds, tasks = matrices[0].shape
+def _resampled_means(matrices: Sequence[np.ndarray], replicates: int, seed: int, *, shared_rows: bool = True) -> list[np.ndarray]:
+    """Means of each matrix over ``replicates`` resamples of seeds (rows) and tasks (columns).
+
+    The task columns drawn are the same for every matrix; so are the rows with ``shared_rows``
+    (row k of each matrix is one seed), else each matrix's rows are drawn on their own (its
+    seeds have nothing to do with the other's, and their numbers may differ)."""
+    tasks = matrices[0].shape[1]
     rng = np.random.default_rng(seed)
-    rows = rng.integers(0, seeds, size=(replicates, seeds))
+    rows = rng.integers(0, matrices[0].shape[0], size=(replicates, matrices[0].shape[0]))
     columns = rng.integers(0, tasks, size=(replicates, tasks))
     out = []
-    for m in matrices:
+    for k, m in enumerate(matrices):
+        if not shared_rows and k > 0:
+            rows = rng.integers(0, m.shape[0], size=(replicates, m.shape[0]))
         # mean over resampled rows of (mean over resampled columns): the column choice is shared by rows
         per_row = np.stack([m[:, c].mean(axis=1) for c in columns])  # (replicates, seeds)
         out.append(np.take_along_axis(per_row, rows, axis=1).mean(axis=1))
@@ -65,9 +71,28 @@ def paired_difference_ci(a: Sequence[Sequence[float]], b: Sequence[Sequence[floa
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.shape != b.shape or a.ndim != 2 or a.size == 0:
         raise ValueError(f"paired matrices must have one (seeds, tasks) shape, got {a.shape} and {b.shape}")
-    ra, rb = _resampled_means([a, b], replicates, seed)
-    low, high = np.percentile(ra - rb, [2.5, 97.5])
+    low, high = np.percentile(difference_draws(a, b, replicates=replicates, seed=seed), [2.5, 97.5])
     return float((a - b).mean()), float(low), float(high)
+
+
+def difference_draws(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], *, paired_seeds: bool = True,
+                     replicates: int = 2000, seed: int = 0) -> np.ndarray:
+    """The bootstrap replicates of ``mean(a) - mean(b)`` for two ``(seeds, tasks)`` matrices on
+    the same tasks (columns): the tasks are resampled together, always; the seeds together with
+    ``paired_seeds`` (same shape: row k of both is training seed k), else each matrix's on its
+    own (seeds that share nothing, or different numbers of them). Percentiles of the draws are
+    the interval; their spread is the standard error.
+
+    >>> draws = difference_draws([[1, 1, 0], [1, 0, 0]], [[1, 0, 0]], paired_seeds=False, replicates=200)
+    >>> draws.shape, bool(draws.min() >= -1 and draws.max() <= 1)
+    ((200,), True)
+    """
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.ndim != 2 or b.ndim != 2 or a.size == 0 or b.size == 0 or a.shape[1] != b.shape[1] or (paired_seeds and a.shape != b.shape):
+        raise ValueError(f"expected (seeds, tasks) matrices on the same tasks{' and seeds' if paired_seeds else ''}, "
+                         f"got {a.shape} and {b.shape}")
+    ra, rb = _resampled_means([a, b], replicates, seed, shared_rows=paired_seeds)
+    return ra - rb
 
 
 def binned_band(curves: Sequence[Sequence[tuple[float, float]]], edges: Sequence[float], *, replicates: int = 1000,

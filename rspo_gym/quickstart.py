@@ -13,9 +13,9 @@ The main job of the suite, end to end on an embedded default with no downloads:
    its 95 % interval) and ``summary.md`` / ``summary.json`` to the output folder.
 
 The work is fixed, not timed: the iterations, tasks, episodes and seeds come from the config
-alone, and torch runs on a fixed number of threads (float sums split over a different number of
-threads round differently), so the same command prints the same numbers on any machine; only the
-time changes. A time limit is opt-in (``time_limit_minutes``), and the summary says when it cut
+alone, and torch runs on a fixed number of threads with its AVX2 kernels (float sums split over a
+different number of threads, or over wider vectors, round differently), so the same command prints
+the same numbers on CPUs with and without AVX-512; only the time changes. A time limit is opt-in (``time_limit_minutes``), and the summary says when it cut
 training short.
 
 The gain is the paired difference after − before over the same (task, episode seed) pairs. Its
@@ -32,6 +32,8 @@ is ``train`` goals and the first ``test`` goals.
 from __future__ import annotations
 
 import json
+import os
+import platform
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -51,12 +53,44 @@ QUICKSTART_LIMITS = {"train_tasks": 1000, "eval_tasks": 10_000, "eval_episodes":
 MAX_EVAL_EPISODES = 65_536
 
 
+#: ``QuickstartConfig.cpu_capability``'s values (None: torch's own choice).
+CPU_CAPABILITIES = ("avx2", "avx512", "default", None)
+
+
+def pin_cpu_kernels(capability: str | None) -> None:
+    """Ask torch, MKL and oneDNN for ``capability``'s kernels, before torch runs its first op.
+
+    torch reads ``ATEN_CPU_CAPABILITY`` when it first dispatches a vector kernel. MKL takes its AVX2
+    code path on AMD CPUs whatever they support, but its widest one on Intel's unless
+    ``MKL_CBWR`` fixes the branch; oneDNN likewise unless ``ONEDNN_MAX_CPU_ISA`` caps it.
+    """
+    if capability is None:
+        return
+    os.environ["ATEN_CPU_CAPABILITY"] = capability
+    if capability == "avx2":
+        os.environ["MKL_CBWR"] = "AVX2"
+        os.environ["ONEDNN_MAX_CPU_ISA"] = "AVX2"
+
+
+def cpu_description() -> dict[str, str]:
+    """The CPU's model name and the vector kernels torch runs with: what a run's numbers depend on."""
+    import torch
+
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            model = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), model)
+    except OSError:
+        pass
+    return {"cpu": model, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+
+
 @dataclass
 class QuickstartConfig:
     """What the quick start runs; the defaults take about 10 minutes on 2 idle CPU cores."""
 
     env_id: str = "rspo/ALFWorld-v0"
-    """Environment (``rspo/ALFWorld-v0`` or ``rspo/WebShop-v0``)."""
+    """Environment (``rspo/ALFWorld-v0`` or ``rspo/WebShop-v1``)."""
     base: str = "grpo"
     """RSPO's base algorithm: ``grpo``, ``ppo`` or ``gigpo``."""
     swap: str = "rank"
@@ -87,6 +121,11 @@ class QuickstartConfig:
     some changes no other number."""
     threads: int = 2
     """torch's CPU threads, fixed so that the numbers do not depend on the machine's core count."""
+    cpu_capability: str | None = "avx2"
+    """ATen's vector kernels for the run (``avx2``, ``avx512`` or ``default``), pinned so that the
+    numbers do not depend on whether the CPU has AVX-512: torch otherwise takes its widest kernels,
+    whose float sums round differently. Every x86-64 CPU this runs on has AVX2. None keeps torch's
+    choice. Takes effect when the quick start is the first thing in its process to run torch."""
     time_limit_minutes: float | None = None
     """Opt-in wall-clock limit: training stops after the first iteration that leaves no room for
     another plus the final evaluation, which always runs. None: the whole plan runs."""
@@ -117,6 +156,8 @@ class QuickstartConfig:
                              f"got {self.eval_tasks} x {self.eval_episodes}")
         if isinstance(self.eval_every, bool) or not isinstance(self.eval_every, int) or self.eval_every < 0:
             raise ValueError(f"eval_every must be an integer >= 0 (0: only at the start and the end), got {self.eval_every!r}")
+        if self.cpu_capability not in CPU_CAPABILITIES:
+            raise ValueError(f"cpu_capability must be one of {CPU_CAPABILITIES}, got {self.cpu_capability!r}")
         if self.time_limit_minutes is not None and not self.time_limit_minutes > 0:
             raise ValueError(f"time_limit_minutes must be > 0 or None (no limit), got {self.time_limit_minutes!r}")
 
@@ -253,6 +294,7 @@ class _Clock:
 
 def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, Any]:
     """Run the quick start; returns the summary (also written to ``summary.md`` / ``summary.json``)."""
+    pin_cpu_kernels(config.cpu_capability)
     import torch
 
     from rspo_gym.training.rspo import RSPOTrainer
@@ -264,6 +306,10 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, A
 
     config = resolved(config)
     torch.set_num_threads(config.threads)
+    machine = cpu_description()
+    if config.cpu_capability is not None and machine["cpu_capability"].lower() != config.cpu_capability:
+        print(f"note: torch already runs its {machine['cpu_capability']} kernels in this process, not the pinned "
+              f"{config.cpu_capability}: the numbers may differ from another machine's", flush=True)
     work = plan(config)
     clock = _Clock(work)
     episodes_per_eval = len(work["eval_task_ids"]) * config.eval_episodes
@@ -330,7 +376,7 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, A
         evaluate(len(history))
     before, after = matrices[0], matrices[len(history)]
     gain, gain_low, gain_high = paired_difference_ci(per_task(after), per_task(before), seed=config.seed)
-    summary = _summarise(config, work, evaluations, history, (gain, gain_low, gain_high), clock.elapsed(), warm_history)
+    summary = {**_summarise(config, work, evaluations, history, (gain, gain_low, gain_high), clock.elapsed(), warm_history), **machine}
     title = f"RSPO-{config.base} on {config.env_id} ({config.model})"
     bands = [(e["iteration"], e["ci_low"], e["ci_high"]) for e in evaluations]
     plot_learning_curve(_curve_rows(history, evaluations), out / "learning_curve.png", title=title,

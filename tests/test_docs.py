@@ -84,3 +84,40 @@ def test_mkdocs_build_strict(tmp_path):
     assert (tmp_path / "site" / "config" / "index.html").exists()
     assert (tmp_path / "site" / "reference" / "trainers" / "index.html").exists()
 
+
+
+def _answer_figures():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("answer_figures", ROOT / "benchmarks" / "answer_figures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.figures()
+
+
+def test_results_page_quotes_the_numbers_its_figures_draw():
+    """Every row of the results page's answer figures is quoted on the page as the committed data
+    gives it (``+0.068 [0.049, 0.087]``; the quick start's gains in points, ``+10.7 [+1.4, +20.7]``),
+    and every figure is committed and embedded."""
+    pytest.importorskip("numpy")
+    page = " ".join((ROOT / "docs" / "results.md").read_text(encoding="utf-8").replace("**", "").split())
+    missing = []
+    for name, figure in _answer_figures().items():
+        assert f"(answers/{name})" in page, f"docs/results.md does not embed answers/{name}"
+        assert (ROOT / "docs" / "answers" / name).stat().st_size > 0
+        for row in figure["rows"]:
+            if name == "quickstart.png":
+                quoted = f"{row['difference']:+.1f} [{row['ci_low']:+.1f}, {row['ci_high']:+.1f}]"
+            else:
+                quoted = f"{row['difference']:+.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+            quoted = quoted.replace("-", "−")
+            if quoted not in page:
+                missing.append(f"{name}: {row['label']}: {quoted}")
+    assert not missing, "not quoted on docs/results.md:\n" + "\n".join(missing)
+
+
+def test_results_pages_stay_small():
+    pages = sorted((ROOT / "docs").glob("results*.md"))
+    assert len(pages) >= 6
+    big = [f"{p.name}: {p.stat().st_size} B" for p in pages if p.stat().st_size > 20_000]
+    assert not big, big

@@ -17,7 +17,7 @@ def load(name: str):
 
 
 def test_every_example_is_tested():
-    tested = {"train_rspo_alfworld", "evaluate", "sb3_maskable_ppo", "custom_text_env"}
+    tested = {"train_rspo_alfworld", "evaluate", "sb3_maskable_ppo", "custom_text_env", "trl_grpo"}
     assert {p.stem for p in EXAMPLES.glob("*.py")} == tested
 
 
@@ -63,3 +63,12 @@ def test_custom_text_env(tmp_path, capsys):
                            "--eval-tasks", "1", "--output-dir", str(tmp_path / "corridor")])
     assert len(history) == 1 and not math.isnan(history[0]["eval/success"])
     assert (tmp_path / "corridor" / "policy").is_dir()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["window", "tools"])
+def test_trl_grpo(mode, tmp_path):
+    pytest.importorskip("trl")
+    rewards = load("trl_grpo").main(["--mode", mode, "--steps", "1", "--tasks", "1", "--group-size", "2", "--max-turns", "1",
+                                     "--max-new-tokens", "4", "--max-completion-length", "16", "--output-dir", str(tmp_path)])
+    assert len(rewards) == 1 and rewards[0] in (0.0, 5.0, 10.0)

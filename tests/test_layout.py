@@ -29,10 +29,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("rspo_gym.errors", "rspo_gym.intervals", "rspo_gym.plotting", "rspo_gym.atomic", "rspo_gym.safe_pickle"),  # leaves: nothing of ours
     ("rspo_gym.algos",),  # the math: tensors in, tensors out (no envs, no rollouts, no models)
     ("rspo_gym.envs",),  # the text environments
+    ("rspo_gym.compat",),  # the originals' Python APIs over the envs
     ("rspo_gym.rollout",),  # vector envs, prompts, collection, the generation interface
     ("rspo_gym.policies",),  # models and generation backends
     ("rspo_gym.training",),  # the loop, the trainers, configs, checkpoints, run folders
-    ("rspo_gym.sb3",),  # Stable-Baselines3 support (an add-on nothing below depends on)
+    ("rspo_gym.sb3", "rspo_gym.integrations"),  # add-ons nothing below depends on: SB3, the peer trainers
+    ("rspo_gym.compare",),  # comparisons of run folders: reads them, evaluates their policies
     ("rspo_gym.quickstart", "rspo_gym.cli", "rspo_gym.__main__"),  # what a person runs
 )
 FACADE = "rspo_gym"

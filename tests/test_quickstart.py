@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -52,7 +53,7 @@ def test_episode_matrix_reads_rounds_of_every_task():
 
 
 @pytest.mark.parametrize("field, value", [("iterations", 0), ("eval_episodes", -1), ("threads", 1.5), ("eval_every", -1),
-                                          ("time_limit_minutes", 0), ("train_tasks", True)])
+                                          ("time_limit_minutes", 0), ("train_tasks", True), ("cpu_capability", "avx1024")])
 def test_bad_settings_are_refused_when_the_config_is_made(field, value):
     with pytest.raises(ValueError, match=field):
         QuickstartConfig(**{field: value})
@@ -70,10 +71,11 @@ print("RECORD " + json.dumps({"summary": {k: v for k, v in summary.items() if k 
 """
 
 
-def _record(config: QuickstartConfig) -> dict:
+def _record(config: QuickstartConfig, env: dict[str, str] | None = None) -> dict:
     fields = {k: getattr(config, k) for k in ("train_tasks", "eval_tasks", "eval_episodes", "iterations", "eval_every",
-                                              "output_dir", "trainer_overrides")}
-    out = subprocess.run([sys.executable, "-c", _RECORD, json.dumps(fields)], capture_output=True, text=True, timeout=300)
+                                              "output_dir", "trainer_overrides", "cpu_capability")}
+    environment = None if env is None else {**os.environ, **env}
+    out = subprocess.run([sys.executable, "-c", _RECORD, json.dumps(fields)], capture_output=True, text=True, timeout=300, env=environment)
     assert out.returncode == 0, out.stderr[-2000:]
     (line,) = [line for line in out.stdout.splitlines() if line.startswith("RECORD ")]
     return json.loads(line[len("RECORD "):])
@@ -103,3 +105,16 @@ def test_an_opt_in_time_limit_says_how_many_iterations_ran(tmp_path):
     assert summary["evaluations"][-1]["iteration"] == summary["iterations"]  # the result is measured where training stopped
     assert "of the 50 planned RL iterations" in (tmp_path / "limited" / "summary.md").read_text()
     assert json.loads((tmp_path / "limited" / "summary.json").read_text())["held_out_gain_ci_low"] <= summary["held_out_gain"]
+
+
+@pytest.mark.slow
+def test_the_pinned_kernels_give_the_same_numbers_whatever_vector_unit_torch_would_pick(tmp_path):
+    """``ATEN_CPU_CAPABILITY`` in the environment stands in for a CPU with or without wider vectors."""
+    pytest.importorskip("transformers")
+    outer = ("avx2", "default")  # every x86-64 machine can run both
+    pinned = [_record(_tiny(tmp_path, f"pinned-{cap}"), env={"ATEN_CPU_CAPABILITY": cap}) for cap in outer]
+    assert pinned[0] == pinned[1]
+    assert pinned[0]["summary"]["cpu_capability"] == "AVX2"
+    native = [_record(_tiny(tmp_path, f"native-{cap}", cpu_capability=None), env={"ATEN_CPU_CAPABILITY": cap}) for cap in outer]
+    assert [r["summary"]["cpu_capability"] for r in native] == ["AVX2", "DEFAULT"]
+    assert native[0]["policy"] != native[1]["policy"]  # what the pin prevents: other kernels, other float sums

@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "examples" / "recipes"
 ALGOS = ("grpo", "ppo", "gigpo", "rspo")
-ENVS = {"alfworld": "rspo/ALFWorld-v0", "webshop": "rspo/WebShop-v0"}
+ENVS = {"alfworld": "rspo/ALFWorld-v0", "webshop": "rspo/WebShop-v1"}
 NAMES = [f"{algo}_{env}" for algo in ALGOS for env in ENVS]
 #: The recipe whose CPU variant runs in the fast subset (``-m "not slow"``); the others are slow.
 FAST = "rspo_alfworld"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GRPO on WebShop (rspo/WebShop-v0).
+# GRPO on WebShop (rspo/WebShop-v1).
 #
 #   bash examples/recipes/grpo_webshop.sh cpu      # the tiny model on a CPU
 #   bash examples/recipes/grpo_webshop.sh gpu      # Qwen2.5-1.5B-Instruct on one GPU (the [vllm] extra)
@@ -11,7 +11,7 @@ set -euo pipefail
 mode=${1:-cpu}
 shift $(( $# > 0 ))
 
-run=(--algo grpo --env rspo/WebShop-v0)
+run=(--algo grpo --env rspo/WebShop-v1)
 # CPU: the tiny model's WebShop clone at the scale of docs/results.md's learning comparison (4 tasks
 # x 4 trajectories, the env's 15 turns, lr 1e-3, 2 epochs of 16-row mini-batches, held-out
 # evaluation at T = 0.4).

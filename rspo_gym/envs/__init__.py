@@ -8,6 +8,8 @@ May import: ``rspo_gym.errors`` and ``rspo_gym.algos`` (the room order is checke
 ``tests/test_layout.py``); nothing of rollouts, policies or training.
 """
 
+import warnings
+
 from gymnasium.envs.registration import register, registry
 
 from rspo_gym.envs.process_rewards import process_rewards
@@ -16,10 +18,19 @@ __all__ = ["register_envs", "process_rewards"]
 
 ALFWORLD_ID = "rspo/ALFWorld-v0"
 WEBSHOP_ID = "rspo/WebShop-v0"
+#: WebShop with tasks calibrated to the original's difficulty (``docs/env_webshop.md``); v0 stays
+#: registered unchanged so that results made on it reproduce.
+WEBSHOP_V1_ID = "rspo/WebShop-v1"
+
+
+# v0 is kept on purpose (its results reproduce), not deprecated: Gymnasium's "out of date" notice,
+# given whenever a higher version of an id is registered, would print on every v0 run.
+warnings.filterwarnings("ignore", message=r".*The environment rspo/WebShop-v0 is out of date", category=DeprecationWarning)
 
 
 def register_envs() -> None:
-    """Register ``rspo/ALFWorld-v0`` and ``rspo/WebShop-v0`` (idempotent: re-imports are harmless)."""
+    """Register ``rspo/ALFWorld-v0``, ``rspo/WebShop-v0`` and ``rspo/WebShop-v1`` (idempotent:
+    re-imports are harmless)."""
     if ALFWORLD_ID not in registry:
         register(
             id=ALFWORLD_ID,
@@ -31,4 +42,11 @@ def register_envs() -> None:
             id=WEBSHOP_ID,
             entry_point="rspo_gym.envs.webshop.env:WebShopEnv",
             max_episode_steps=15,
+        )
+    if WEBSHOP_V1_ID not in registry:
+        register(
+            id=WEBSHOP_V1_ID,
+            entry_point="rspo_gym.envs.webshop.env:WebShopEnv",
+            max_episode_steps=15,
+            kwargs={"task_version": 1},
         )

@@ -32,6 +32,7 @@ from typing import Sequence
 import torch
 
 from rspo_gym.policies.logprobs import _allowed_logits, _tempered, restricted_logprobs
+from rspo_gym.policies.tree_scoring import FlatTrie, attention_kind, child_logits, flatten, supports_tree_mask, tree_inputs
 from rspo_gym.rollout.generation import GenerationConfig, GenerationOutput
 
 __all__ = ["HFBackend", "ActionTrie", "allowed_token_ids", "sample", "draw", "position_ids", "eos_token_ids"]
@@ -106,6 +107,9 @@ def _nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     sorted_probs = sorted_probs * keep
     return torch.zeros_like(probs).scatter_(-1, order, sorted_probs)
 
+
+#: ``HFBackend``'s ways of constraining replies (see its ``constrained`` argument).
+CONSTRAINED_METHODS = ("tree", "decode")
 
 #: One generator for the batch, or one per row (``GenerationConfig.row_seeds``: a row's draws then
 #: do not depend on which other rows share its batch).
@@ -268,14 +272,31 @@ class HFBackend:
             when a call gives no seed.
         micro_batch_size: most prompts per batched call.
         max_batch_tokens: most padded prompt tokens per batched call (bounds prefill memory).
+        constrained: how replies constrained to allowed texts are made. ``"tree"`` (default) scores
+            every allowed reply in two forward passes (``tree_scoring``) and then samples along the
+            trie; ``"decode"`` runs one forward pass per reply token, as free generation does. Both
+            sample the same distribution with the same random draws. ``"tree"`` reads logits as the
+            output embeddings of the last hidden state: a model whose logits are more than that
+            (soft-capped, scaled) must decode. Models whose attention takes no custom 4D mask
+            (flash-attention kernels) always decode.
+        max_padding: under ``"tree"``, the most padding a prompt batch may add, as a fraction of its
+            real tokens: prompts are sorted by length and a new batch starts where the next prompt
+            would pad more (on a CPU a batch of one prompt is nearly as fast per token as 32).
     """
 
-    def __init__(self, model, tokenizer, *, seed: int = 0, micro_batch_size: int = 64, max_batch_tokens: int = 65536):
+    def __init__(
+        self, model, tokenizer, *, seed: int = 0, micro_batch_size: int = 64, max_batch_tokens: int = 65536,
+        constrained: str = "tree", max_padding: float = 0.25,
+    ):
+        if constrained not in CONSTRAINED_METHODS:
+            raise ValueError(f"constrained must be one of {CONSTRAINED_METHODS}, not {constrained!r}")
         self.model, self.tokenizer = model, tokenizer
         self.eos_ids = eos_token_ids(model, tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
         self.micro_batch_size = micro_batch_size
         self.max_batch_tokens = max_batch_tokens
+        self.constrained = constrained
+        self.max_padding = max_padding
         self.seed = seed
         self._generators: dict[torch.device, torch.Generator] = {}
 
@@ -294,22 +315,29 @@ class HFBackend:
     def sync_weights(self) -> None:
         """Nothing to do: generation reads the trained model itself."""
 
-    def chunks(self, lengths: Sequence[int]) -> list[list[int]]:
+    def chunks(self, lengths: Sequence[int], max_padding: float | None = None) -> list[list[int]]:
         """Prompt indices grouped by similar length, each chunk within the row and token budgets.
 
         Prompts of a multi-turn batch differ a lot in length (ALFWorld: ~300-1,100 tokens), and a
-        left-padded batch pays for its longest prompt in every row; sorting first keeps the
-        padding small while each chunk stays one batched call.
+        padded batch pays for its longest prompt in every row; sorting first keeps the padding
+        small while each chunk stays one batched call. ``max_padding`` also caps a chunk's padding
+        at that fraction of its real tokens.
         """
         order = sorted(range(len(lengths)), key=lambda i: lengths[i])
         chunks: list[list[int]] = []
+        real = 0
         for i in order:
             if chunks:
                 rows = len(chunks[-1]) + 1
-                if rows <= self.micro_batch_size and rows * lengths[i] <= self.max_batch_tokens:
+                padded = rows * lengths[i]  # sorted: the newcomer is the longest
+                if rows <= self.micro_batch_size and padded <= self.max_batch_tokens and (
+                    max_padding is None or padded <= (1 + max_padding) * (real + lengths[i])
+                ):
                     chunks[-1].append(i)
+                    real += lengths[i]
                     continue
             chunks.append([i])
+            real = lengths[i]
         return chunks
 
     @torch.no_grad()
@@ -328,6 +356,8 @@ class HFBackend:
             generators: list[torch.Generator] = [self.generator(device, seed) for seed in row_seeds]
         else:
             generators = [self.generator(device, config.seed)] * n
+        if allowed is not None and self.constrained == "tree" and supports_tree_mask(self.model):
+            return self._generate_tree(prompt_ids, config, allowed, generators if row_seeds is not None else generators[0])
         texts: list[str] = [""] * n
         response_ids: list[list[int]] = [[] for _ in range(n)]
         logprobs: list[list[float]] = [[] for _ in range(n)]
@@ -408,3 +438,97 @@ class HFBackend:
             model.train()
         texts = self.tokenizer.batch_decode(tokens, skip_special_tokens=True)
         return GenerationOutput(texts, tokens, logps, None if nodes is None else allowed_ids)
+
+    def _generate_tree(self, prompt_ids, config, allowed, generators) -> GenerationOutput:
+        """Constrained replies from ``tree_scoring``'s logits at every trie node, drawn along the
+        tries by ``_walk``, chunk by chunk as ``_generate`` draws them token by token: the same
+        random numbers pick the same tokens, whichever way the logits were computed.
+
+        Rows with the same prompt and allowed replies (a group's first turn, repeated evaluation
+        episodes) share their forward passes; each still draws its own reply.
+        """
+        model = self.model
+        was_training = model.training
+        model.eval()
+        device = next(model.parameters()).device
+        unique: dict[tuple, int] = {}
+        which = [unique.setdefault((tuple(p), tuple(a)), len(unique)) for p, a in zip(prompt_ids, allowed)]
+        first: dict[int, int] = {}
+        for row, u in enumerate(which):
+            first.setdefault(u, row)
+        tries = [ActionTrie.from_texts(self.tokenizer, allowed[first[u]], self.eos_ids[0]) for u in range(len(unique))]
+        flat = [flatten(trie.root, prompt_ids[first[u]][-1]) for u, trie in enumerate(tries)]
+        node_logits: list[torch.Tensor] = [torch.empty(0)] * len(unique)
+        for chunk in self.chunks([len(prompt_ids[first[u]]) for u in range(len(unique))], self.max_padding):
+            scores = self._tree_scores([prompt_ids[first[u]] for u in chunk], [flat[u] for u in chunk], device)
+            for u, table in zip(chunk, scores):
+                node_logits[u] = table
+        if was_training:
+            model.train()
+        n = len(prompt_ids)
+        tokens: list[list[int]] = [[] for _ in range(n)]
+        logps: list[list[float]] = [[] for _ in range(n)]
+        allowed_ids: list[list[list[int]]] = [[] for _ in range(n)]
+        for chunk in self.chunks([len(p) for p in prompt_ids]):
+            self._walk(
+                chunk, [tries[which[b]].root for b in chunk],
+                [(node_logits[which[b]], flat[which[b]].query_of) for b in chunk], config,
+                generators if isinstance(generators, torch.Generator) else [generators[b] for b in chunk],
+                (tokens, logps, allowed_ids),
+            )
+        return GenerationOutput(self.tokenizer.batch_decode(tokens, skip_special_tokens=True), tokens, logps, allowed_ids)
+
+    def _walk(self, rows, nodes, scores, config, generator, outputs) -> None:
+        """Draw the replies of ``rows`` down their tries (``nodes``: each row's root), one token step
+        for every row at a time like ``_generate``, from ``scores``: each row's ``child_logits``
+        table and query index of each inner node. Appends to ``outputs`` (tokens, log-probs,
+        allowed ids).
+
+        ``draw`` runs on the children's logits with local ids ``0..K-1`` standing for the node's
+        sorted choices: the same K logits, in the same order, as ``_generate`` gathers from the
+        vocabulary, so the same uniform picks the same token with the same restricted log-prob.
+        """
+        tokens, logps, allowed_ids = outputs
+        device = scores[0][0].device
+        active = list(range(len(rows)))
+        while active:
+            # a finished row may take anything (the end token): it is discarded, but draws as in _generate
+            choices = [ActionTrie.choices(node) if node else [self.eos_ids[0]] for node in nodes]
+            logits = torch.zeros(len(rows), max(map(len, choices)), device=device)
+            for k, (node, (table, query_of)) in enumerate(zip(nodes, scores)):
+                if node:
+                    logits[k, :len(choices[k])] = table[query_of[id(node)], :len(choices[k])]
+            local = _padded([list(range(len(c))) for c in choices]).to(device)
+            picked, chosen = draw(logits, config, local, generator)
+            step_picks, step_logps = _to_host(picked, chosen)
+            for k in active:
+                b, token = rows[k], choices[k][step_picks[k]]
+                tokens[b].append(token)
+                logps[b].append(step_logps[k])
+                allowed_ids[b].append(choices[k])
+                nodes[k] = nodes[k].get(token, {})
+            active = [k for k in active if choices[k][step_picks[k]] not in self.eos_ids]
+
+    def _tree_scores(self, prompts: Sequence[Sequence[int]], tries: Sequence[FlatTrie], device: torch.device) -> list[torch.Tensor]:
+        """Each trie's ``child_logits`` (``tree_scoring``): one decoder pass over the prompts but
+        their last tokens, right-padded and unmasked, then one over the tries."""
+        decoder = self.model.get_decoder()
+        prefixes = [list(p[:-1]) for p in prompts]
+        width = max(map(len, prefixes))
+        cache_kwargs = {}
+        if width:
+            ids = torch.full((len(prefixes), width), self.pad_id, dtype=torch.long)
+            for b, prefix in enumerate(prefixes):
+                ids[b, :len(prefix)] = torch.tensor(prefix, dtype=torch.long)
+            positions = torch.arange(width).expand(len(prefixes), width)
+            out = decoder(input_ids=ids.to(device), position_ids=positions.to(device), use_cache=True)
+            cache_kwargs = {_cache_argument(decoder): _cache_of(out)}
+        inputs = tree_inputs([len(p) for p in prefixes], tries, width, self.pad_id)
+        mask = inputs["attention_mask"].to(device)
+        if attention_kind(self.model) == "eager":  # eager attention adds its mask to the scores
+            mask = torch.zeros(mask.shape, device=device).masked_fill_(~mask, torch.finfo(torch.float32).min)
+        hidden = decoder(
+            input_ids=inputs["input_ids"].to(device), position_ids=inputs["position_ids"].to(device), attention_mask=mask,
+            use_cache=bool(width), **cache_kwargs,
+        ).last_hidden_state
+        return child_logits(hidden, self.model.get_output_embeddings(), tries)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Sequence
 import torch
 from torch import nn
 
+from rspo_gym.policies.alignment import realigned, start_aligned
 from rspo_gym.policies.adapters import active_adapter, adapter_parameters, adapters_disabled, is_peft, save_merged
 from rspo_gym.rollout.generation import GenerationBackend, GenerationConfig, GenerationOutput
 from rspo_gym.policies.hf_backend import HFBackend, position_ids
@@ -109,7 +110,9 @@ class LLMPolicy:
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         tokenizer.padding_side = "left"
-        self.backend = backend if backend is not None else HFBackend(model, tokenizer, seed=seed)
+        if backend is None:  # scoring a trie reads logits as chunked_scores does: decode where that is off
+            backend = HFBackend(model, tokenizer, seed=seed, constrained="tree" if self.logprob_chunk_size is not None else "decode")
+        self.backend = backend
         self.micro_batch_size = micro_batch_size
         self.value_head: ValueHead | None = None
         if value_head:
@@ -225,8 +228,9 @@ class LLMPolicy:
                 model = self.train_model if engine else self.model
                 out = model(**inputs, output_hidden_states=values, logits_to_keep=R + 1)  # +1: the last position
                 hidden = out.hidden_states[-1][:, P - 1:P - 1 + R, :] if values else None
-            else:
-                hidden = self.model.get_decoder()(**inputs).last_hidden_state[:, P - 1:P - 1 + R, :]
+            else:  # start-aligned and unmasked: the fused causal attention kernel (alignment.py)
+                shifted, leading = start_aligned(batch.input_ids, batch.attention_mask, self.pad_token_id)
+                hidden = realigned(self.model.get_decoder()(input_ids=shifted, use_cache=False).last_hidden_state, leading, P - 1, R)
                 logprobs, entropies = chunked_scores(
                     head, hidden, tokens, batch.allowed, temperature, entropy=entropy, chunk_size=self.logprob_chunk_size
                 )

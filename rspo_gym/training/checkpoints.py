@@ -105,7 +105,7 @@ RESUMABLE_FIELDS = frozenset({
 #: What makes a folder a run's: a fresh run over one needs ``overwrite``, which removes these.
 RUN_RECORD = (
     "config.json", "metrics.jsonl", "metrics.csv", "checkpoint.pt", "checkpoint.pt.tmp", "checkpoint_tensors",
-    "checkpoint_engine", "tensorboard", "policy", "adapter", "learning_curve.png",
+    "checkpoint_engine", "tensorboard", "policy", "adapter", "learning_curve.png", "evaluations",
 )
 
 

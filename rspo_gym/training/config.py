@@ -21,11 +21,17 @@ from typing import Any
 from rspo_gym.atomic import write_text_atomic
 from rspo_gym.training.validation import unknown_fields_error, validate_config
 
-__all__ = ["TrainerConfig", "GiGPOConfig", "PPOConfig", "RSPOConfig", "RUN_INFO_KEYS", "save_config", "load_config"]
+__all__ = ["TrainerConfig", "GiGPOConfig", "PPOConfig", "RSPOConfig", "RUN_INFO_KEYS", "RUN_EVAL_FIELDS", "save_config", "load_config"]
 
 #: Keys a run's ``config.json`` holds beside the config fields and ``config_class``: what the run
 #: trained, for readers such as ``rspo-gym eval``.
 RUN_INFO_KEYS = ("env_id", "model")
+#: The fields of a run's config that say how its policy acted and was measured; ``rspo-gym eval``
+#: and ``rspo-gym compare`` reuse them so that a run is evaluated as it was trained.
+RUN_EVAL_FIELDS = (
+    "max_turns", "history_length", "think", "constrained", "max_new_tokens", "env_kwargs",
+    "eval_temperature", "eval_split", "eval_tasks", "eval_task_ids", "eval_seed",
+)
 
 
 @dataclass

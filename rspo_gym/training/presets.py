@@ -33,6 +33,7 @@ _VERL_AGENT_ENV: dict[str, dict[str, Any]] = {
     "rspo/WebShop-v0": {"max_prompt_length": 4096, "mini_batch_size": 64, "micro_batch_size": 8, "gigpo_norm": "mean_norm",
                         "max_turns": 15, "eval_every": 5},
 }
+_VERL_AGENT_ENV["rspo/WebShop-v1"] = _VERL_AGENT_ENV["rspo/WebShop-v0"]  # same env, calibrated tasks
 
 #: Preset name -> (settings every env gets, settings per env id).
 PRESETS: dict[str, tuple[dict[str, Any], dict[str, dict[str, Any]]]] = {"verl-agent": (_VERL_AGENT_SHARED, _VERL_AGENT_ENV)}

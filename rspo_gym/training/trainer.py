@@ -8,7 +8,8 @@ Reading ``Trainer.learn`` tells the whole story (CleanRL's habit): each iteratio
 grouped rollout with one batched generation call per turn, turns rows into the chosen training
 reward, computes advantages with a pure estimator from ``advantages.py``, runs clipped policy-
 gradient updates with the pure losses of ``losses.py``, evaluates on held-out tasks every
-``eval_every`` iterations, appends a metrics row (``metrics.jsonl`` / ``metrics.csv`` /
+``eval_every`` iterations (each evaluation's per-episode records go to ``evaluations/``:
+``eval_records.py``), appends a metrics row (``metrics.jsonl`` / ``metrics.csv`` /
 TensorBoard when installed) and writes an atomic checkpoint. Every ``learn()`` writes to a run
 folder (``output_dir``, else a new ``runs/<algo>-<env>-<timestamp>/``) made on its first call, and
 ends by saving ``policy/`` and ``learning_curve.png`` there; a trainer that only evaluates writes
@@ -41,6 +42,7 @@ from rspo_gym.training.checkpoints import (
 )
 from rspo_gym.atomic import atomic_write
 from rspo_gym.training.config import TrainerConfig, save_config
+from rspo_gym.training.eval_records import evaluation_record, trim_evaluations, write_evaluation
 from rspo_gym.training.defaults import resolve_config, resolve_model
 from rspo_gym.training.dynamic_sampling import concat_rollouts, informative_groups, offset_ids, select_groups
 from rspo_gym.training.distributed import detect, group_share, rank_minibatches
@@ -364,13 +366,18 @@ class Trainer:
                 metrics["time/update_s"] = time.perf_counter() - collected
                 out_of_time = not another_iteration_fits(time.perf_counter(), deadline, time.perf_counter() - start, reserve)
                 out_of_time = self.dist.sum([float(out_of_time)])[0] > 0  # every rank stops together
+                record = None
                 if self._eval_due(it, total) or (out_of_time and self.config.eval_every > 0):
                     progress.phase(it, "evaluating on held-out tasks")
-                    metrics.update(self.evaluate())
+                    env_steps = sum(row["env_steps"] for row in self.history) + metrics["env_steps"]
+                    evaluation, record = self.evaluate_record(iteration=it + 1, env_steps=env_steps)
+                    metrics.update(evaluation)
                 metrics["time/iteration_s"] = time.perf_counter() - start
                 self.iteration = it + 1
                 self.history.append(metrics)
                 if self.dist.is_main:
+                    if record is not None:
+                        write_evaluation(self.output_dir, record)
                     self._log(metrics)
                 if self._checkpoint_due(it, total):
                     self.save_checkpoint()
@@ -826,7 +833,7 @@ class Trainer:
         """
         c = self.config
         started = time.perf_counter()
-        ids = task_ids or c.eval_task_ids or list(range(tasks or c.eval_tasks))
+        ids = self._evaluation_ids(tasks, task_ids)
         if self.env_factory is None:  # a user-given vector env: evaluate on it with the evaluation seed
             venv, share = self.venv, self.groups
             reset: dict[str, Any] = {"seed": c.eval_seed + share.start}
@@ -842,6 +849,31 @@ class Trainer:
         gathered = self.gathered(rollout)
         metrics = self.rollout_metrics(gathered, prefix="eval")
         return (metrics, gathered.trajectories) if return_episodes else metrics
+
+    def _evaluation_ids(self, tasks: int | None = None, task_ids: list[int] | None = None) -> list[int]:
+        """The task ids ``evaluate()`` plays, one episode each, in order."""
+        return list(task_ids or self.config.eval_task_ids or range(tasks or self.config.eval_tasks))
+
+    def evaluation_seeds(self, count: int) -> list[int | None]:
+        """The episode seed of each of ``count`` evaluation episodes, by position in the task list
+        (so two runs evaluated on one task list with one ``eval_seed`` play the same episodes);
+        None where a caller's own vector env is reset with one seed for all."""
+        if self.env_factory is None:
+            return [None] * count
+        return [_seed(self.config.eval_seed, i, 0) for i in range(count)]
+
+    def evaluate_record(
+        self, *, task_ids: list[int] | None = None, split: str | None = None, iteration: int = 0, env_steps: int = 0,
+    ) -> tuple[dict[str, float], dict[str, Any]]:
+        """``evaluate()`` and its per-episode record (``training/eval_records.py``): what a run
+        folder keeps of each evaluation, and what ``rspo-gym compare`` pairs runs on."""
+        ids = self._evaluation_ids(task_ids=task_ids)
+        metrics, episodes = self.evaluate(task_ids=ids, split=split, return_episodes=True)
+        c = self.config
+        record = evaluation_record(
+            episodes, self.evaluation_seeds(len(episodes)), iteration=iteration, env_steps=env_steps,
+            split=split or c.eval_split or default_eval_split(self.env_id), temperature=c.eval_temperature, eval_seed=c.eval_seed)
+        return metrics, record
 
     @contextlib.contextmanager
     def _evaluation_display(self, episodes: int) -> Iterator[Callable[[RolloutCount], None] | None]:
@@ -906,6 +938,7 @@ class Trainer:
             )
         if resume and self.dist.is_main:
             restore_metrics(self.output_dir, self.history)
+            trim_evaluations(self.output_dir, self.iteration)
         if not self._run_open:
             if self.dist.is_main:
                 save_config(self.config, self.output_dir / "config.json", env_id=self.env_id, model=self.model_name)

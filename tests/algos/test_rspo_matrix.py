@@ -182,6 +182,7 @@ def test_summary_json_has_the_documented_schema_and_pairs_by_seed(tmp_path):
     assert diffs[("rspo-explorer", "outcome")]["mean"] == pytest.approx(2 / 6)
     assert diffs[("rspo-explorer", "dense")]["mean"] == pytest.approx(4 / 6) and diffs[("rspo-explorer", "dense")]["seeds"] == 4
     assert (tmp_path / "docs" / "heldout_ALFWorld-v0.png").is_file()
+    assert (tmp_path / "docs" / "forest_ALFWorld-v0.png").stat().st_size > 0  # the differences above, one row each
     details = json.loads((tmp_path / "docs" / "details.json").read_text())
     assert {"final", "final_t04", "equal_total", "auc"} == set(details["views"])
 

@@ -17,10 +17,11 @@ from rspo_gym.envs import process_rewards
 from tests.doc_tables import names, tables
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-PAGES = {"rspo/ALFWorld-v0": "env_alfworld.md", "rspo/WebShop-v0": "env_webshop.md"}
+PAGES = {"rspo/ALFWorld-v0": "env_alfworld.md", "rspo/WebShop-v0": "env_webshop.md", "rspo/WebShop-v1": "env_webshop.md"}
 #: small, fast settings for each env (the pages' tables do not depend on them)
-SETTINGS = {"rspo/ALFWorld-v0": {"split": "valid_seen"}, "rspo/WebShop-v0": {"num_products": 200, "split": "test"}}
-CLASSES = {"rspo/ALFWorld-v0": rspo_gym.AlfworldEnv, "rspo/WebShop-v0": rspo_gym.WebShopEnv}
+SETTINGS = {"rspo/ALFWorld-v0": {"split": "valid_seen"}, "rspo/WebShop-v0": {"num_products": 200, "split": "test"},
+            "rspo/WebShop-v1": {"num_products": 200, "split": "test"}}
+CLASSES = {"rspo/ALFWorld-v0": rspo_gym.AlfworldEnv, "rspo/WebShop-v0": rspo_gym.WebShopEnv, "rspo/WebShop-v1": rspo_gym.WebShopEnv}
 #: the Python type each documented type names (its outer type)
 TYPES = {"str": str, "int": int, "bool": bool, "float": float, "dict": dict, "list[str]": list, "tuple[str, ...]": tuple}
 
@@ -69,7 +70,7 @@ def test_info_keys_and_types_are_the_pages(env_id):
     step = documented(info_table, "step")
     assert_info(env.step("jump")[-1], step)  # an invalid action: a plain step
     env.reset(options={"task_id": 0})
-    if env_id == "rspo/WebShop-v0":
+    if env_id.startswith("rspo/WebShop"):
         bought = purchase(env)
         assert_info(bought, {**step, **documented(info_table, "purchase step")})
         parts = [names(row["part"])[0] for row in page_tables(env_id, "part")[0]]

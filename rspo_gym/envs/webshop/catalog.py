@@ -16,6 +16,10 @@ nowhere), 0-3 option groups of 2-8 values that collide under fuzzy matching, and
 prices (median about $25-30, ~27% shown as ranges "$a to $b" with a hidden uniform draw, ~2%
 unpriced, which upstream prices at $100).
 
+``Catalog(..., version=1)`` is ``rspo/WebShop-v1``'s catalog: the same items except for the option
+groups they offer (:data:`~.catalog_data.V1_EXTRA_GROUPS` give every type up to three; 12.5 % of
+items offer none, 1 % one) and so for their prices and reviews, drawn after the options.
+
 Upstream's real files can be read with :func:`load_real_items`.
 """
 
@@ -37,19 +41,23 @@ from types import MappingProxyType
 from typing import Any
 
 from .draws import below, between, choice, gauss, sample, sample_indices, stable_rng, weighted
-from .catalog_data import CATEGORIES, OPTION_POOLS, TYPES
+from .catalog_data import CATEGORIES, OPTION_POOLS, TYPES, V1_EXTRA_GROUPS
 from .model import Product
 from .search import SearchIndex, search_text
 
 __all__ = [
-    "CATEGORY_TOPS", "Catalog", "CatalogItem", "MAX_PRODUCTS", "ProductType", "Review",
-    "UNPRICED_PRICE", "load_real_items",
+    "CATALOG_VERSIONS", "CATEGORY_TOPS", "Catalog", "CatalogItem", "MAX_PRODUCTS", "ProductType",
+    "Review", "UNPRICED_PRICE", "load_real_items",
 ]
 
 #: Largest catalog accepted.
 MAX_PRODUCTS = 5_000_000
 #: Upstream's price for a product without pricing (``load_products``/``generate_product_prices``).
 UNPRICED_PRICE = 100.0
+#: Catalog versions: 0 is ``rspo/WebShop-v0``'s; 1 (``rspo/WebShop-v1``) differs only in the
+#: option groups items offer (every type has two or three, and 86 % of items offer two or more,
+#: as most of the original's do); titles, descriptions, features and attributes are v0's.
+CATALOG_VERSIONS = (0, 1)
 #: The five top-level categories, in taxonomy order.
 CATEGORY_TOPS: tuple[str, ...] = ("fashion", "beauty", "electronics", "furniture", "food")
 
@@ -189,11 +197,31 @@ def _tokens(text: str) -> list[str]:
     return re.findall(r"[^\W_]+", text.lower())
 
 
+def _group_name(group: object) -> str:
+    return OPTION_POOLS[group][0] if isinstance(group, str) else group[0]
+
+
+def _with_extra_groups(groups: tuple, extras: tuple) -> tuple:
+    """``groups`` plus the first ``extras`` with a new option name, up to three groups."""
+    names = {_group_name(g) for g in groups}
+    out = list(groups)
+    for extra in extras:
+        if len(out) >= 3:
+            break
+        if _group_name(extra) not in names:
+            out.append(extra)
+            names.add(_group_name(extra))
+    return tuple(out)
+
+
 @functools.cache
-def _taxonomy() -> tuple[tuple[ProductType, ...], Mapping[str, dict[str, Any]]]:
-    """Build the product types once per process (pure function of the data below)."""
+def _taxonomy(version: int = 0) -> tuple[tuple[ProductType, ...], Mapping[str, dict[str, Any]]]:
+    """Build the product types once per process (pure function of the data below); version 1
+    adds :data:`~.catalog_data.V1_EXTRA_GROUPS` to the types that offer one option group."""
     types: list[ProductType] = []
     for idx, (cat, tail, phrase, attrs, groups, median) in enumerate(TYPES):
+        if version >= 1:
+            groups = _with_extra_groups(tuple(groups), V1_EXTRA_GROUPS[cat])
         resolved = []
         for group in groups:
             if isinstance(group, str):
@@ -276,6 +304,13 @@ _CONSONANTS = "BCDFGHJKLMNPRSTVWXZ"
 _PLACE_WEIGHTS = (0.15, 0.4, 0.3, 0.15)
 #: ``(0.1, 0.35, 0.4, 0.15)[:g + 1]`` for the number ``g`` of option groups a type offers (max 3)
 _GROUP_WEIGHTS = tuple((0.1, 0.35, 0.4, 0.15)[: g + 1] for g in range(4))
+#: Version 1: the share of items offering no option; 1 % offer
+#: one group, the others two or three (86 % offer two or more, as 88.4 % of the original's synthetic
+#: goals need two or more option clicks).
+_NO_OPTION_V1 = 0.125
+_GROUP_WEIGHTS_V1 = ((1.0,), (_NO_OPTION_V1, 1 - _NO_OPTION_V1),
+                     (_NO_OPTION_V1, 0.01, 0.99 - _NO_OPTION_V1),
+                     (_NO_OPTION_V1, 0.01, 0.3, 0.69 - _NO_OPTION_V1))
 
 
 @functools.lru_cache(maxsize=None)
@@ -323,8 +358,8 @@ _CHUNK = 10_000
 _AHEAD = 6
 
 
-def _docs_chunk(num_products: int, seed: int, start: int, stop: int) -> list[str]:
-    cat = Catalog(num_products, seed)
+def _docs_chunk(num_products: int, seed: int, start: int, stop: int, version: int = 0) -> list[str]:
+    cat = Catalog(num_products, seed, version=version)
     return [cat._search_document(i) for i in range(start, stop)]
 
 
@@ -332,12 +367,13 @@ class _Prefetch:
     """Search documents ``0, 1, 2, ...`` of a catalog, computed ahead in chunks by a process pool
     and handed out in index order."""
 
-    def __init__(self, num_products: int, seed: int) -> None:
+    def __init__(self, num_products: int, seed: int, version: int = 0) -> None:
         import concurrent.futures
         import multiprocessing
 
         self._n = num_products
         self._seed = seed
+        self._version = version
         ctx = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() \
             else None
         self._pool = concurrent.futures.ProcessPoolExecutor(_WORKERS, mp_context=ctx)
@@ -354,7 +390,7 @@ class _Prefetch:
         if self._submitted < self._n:
             stop = min(self._submitted + _CHUNK, self._n)
             self._futures.append(self._pool.submit(_docs_chunk, self._n, self._seed,
-                                                   self._submitted, stop))
+                                                   self._submitted, stop, self._version))
             self._submitted = stop
 
     def get(self, i: int) -> str | None:
@@ -380,21 +416,26 @@ class _Prefetch:
 class Catalog:
     """A seeded synthetic catalog of ``num_products`` items, each generated on demand.
 
-    ``item(i)`` is a pure function of ``(seed, i)``; the object itself holds the seed, the size,
+    ``item(i)`` is a pure function of ``(seed, i)`` (and ``version``: 0 for ``rspo/WebShop-v0``,
+    1 for ``rspo/WebShop-v1``); the object itself holds the seed, the size,
     the taxonomy (shared, built once per process), a type permutation and a bounded LRU cache.
     Thread-safe.
     """
 
-    def __init__(self, num_products: int = 1000, seed: int = 0) -> None:
+    def __init__(self, num_products: int = 1000, seed: int = 0, *, version: int = 0) -> None:
         if isinstance(num_products, bool) or not isinstance(num_products, int):
             raise TypeError(f"num_products must be an int, got {type(num_products).__name__}")
         if not 1 <= num_products <= MAX_PRODUCTS:
             raise ValueError(f"num_products must be in [1, {MAX_PRODUCTS}], got {num_products}")
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+        if version not in CATALOG_VERSIONS:
+            raise ValueError(f"version must be one of {CATALOG_VERSIONS}, got {version!r}")
         self.num_products = num_products
         self.seed = seed
-        self._types, self._categories = _taxonomy()
+        self.version = version
+        self._types, self._categories = _taxonomy(version)
+        self._group_weights = _GROUP_WEIGHTS_V1 if version == 1 else _GROUP_WEIGHTS
         r = stable_rng(b'rspo-webshop', _VERSION, "types", seed)
         self._type_perm = tuple(sample_indices(r, len(self._types), len(self._types)))
         self._cache: OrderedDict[int, CatalogItem] = OrderedDict()
@@ -403,7 +444,8 @@ class Catalog:
         self._pf_lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"Catalog(num_products={self.num_products}, seed={self.seed})"
+        tail = f", version={self.version}" if self.version else ""
+        return f"Catalog(num_products={self.num_products}, seed={self.seed}{tail})"
 
     def __len__(self) -> int:
         return self.num_products
@@ -501,7 +543,7 @@ class Catalog:
             if pf is None:
                 if i != 0:
                     return None
-                pf = self._pf = _Prefetch(self.num_products, self.seed)
+                pf = self._pf = _Prefetch(self.num_products, self.seed, self.version)
             doc = pf.get(i)
             if doc is None or pf.done:
                 pf.close()
@@ -580,7 +622,7 @@ class Catalog:
 
         options: dict[str, tuple[str, ...]] = {}
         groups = t.option_groups
-        n_groups = weighted(r, _GROUP_WEIGHTS[min(3, len(groups))])
+        n_groups = weighted(r, self._group_weights[min(3, len(groups))])
         for name, ordered, values in (groups[j] for j in sorted(sample_indices(r, len(groups),
                                                                                  n_groups))):
             if name in options:

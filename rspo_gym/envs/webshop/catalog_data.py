@@ -6,11 +6,13 @@
   fuzzy matching the way real ones do).
 - ``TYPES``: the product types (``query``): category, breadcrumb, type noun phrase, type
   attributes, option groups, median price.
+- ``V1_EXTRA_GROUPS``: per category, the option groups catalog version 1 adds so that every type
+  offers three (the original's items mostly offer two or more: colour or style, size or count).
 """
 
 from __future__ import annotations
 
-__all__ = ["CATEGORIES", "OPTION_POOLS", "TYPES"]
+__all__ = ["CATEGORIES", "OPTION_POOLS", "TYPES", "V1_EXTRA_GROUPS"]
 
 CATEGORIES: dict[str, dict[str, tuple[str, ...] | str]] = {
     "fashion": {
@@ -532,3 +534,24 @@ TYPES: tuple[tuple[str, tuple[str, ...], str, tuple[str, ...], tuple, float], ..
     ("food", ("Pantry Staples", "Canned, Jarred & Packaged Foods", "Soups, Stocks & Broths"),
      "bone broth", ("chicken bone broth", "collagen", "sipping", "low sodium"), ("ounce_pack",), 17),
 )
+
+
+_DEVICE_STYLE = ("style", ("standard", "with case", "bundle", "pro", "lite", "gift box"))
+_BEAUTY_STYLE = ("style", ("classic", "gift set", "refill", "deluxe", "mini", "standard"))
+_FURNITURE_STYLE = ("style", ("modern", "classic", "rustic", "industrial", "contemporary",
+                              "traditional"))
+_FOOD_FLAVOR = ("flavor", ("original", "spicy", "sea salt", "garlic", "classic", "hickory",
+                           "lemon pepper", "sweet"))
+_FOOD_STYLE = ("style", ("classic", "organic", "gourmet", "homestyle", "original recipe"))
+_FIT_TYPE = ("fit type", ("regular", "slim", "big & tall", "relaxed", "petite"))
+
+#: Per category, the option groups catalog version 1 appends, in order, to a type until it offers
+#: three (a group whose option name the type already has is skipped). None is a size or count,
+#: so that instructions do not mention sizes and counts far more often than the real ones.
+V1_EXTRA_GROUPS: dict[str, tuple[object, ...]] = {
+    "fashion": (_FIT_TYPE, "pattern"),
+    "beauty": ("scent", _BEAUTY_STYLE),
+    "electronics": (_DEVICE_STYLE, "device_color"),
+    "furniture": (_FURNITURE_STYLE, "wood_color"),
+    "food": (_FOOD_FLAVOR, _FOOD_STYLE),
+}

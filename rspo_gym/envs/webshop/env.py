@@ -1,4 +1,6 @@
-"""``rspo/WebShop-v0``: WebShop's text mode over a synthetic catalog, as a Gymnasium environment.
+"""``rspo/WebShop-v1`` and ``rspo/WebShop-v0``: WebShop's text mode over a synthetic catalog, as a
+Gymnasium environment. The two differ only in their tasks (``task_version``: v1's catalog offers
+more option groups and its goals ask for them, ``goals_v1.py``); v0 is kept so its results reproduce.
 
 Observations are upstream's text-mode pages (``[SEP]``-joined, see ``session.py``); actions are
 ``search[query]`` (on the search page) and ``click[element]``. Reward is the purchase score at
@@ -8,9 +10,11 @@ truncates at 15 steps (verl-agent's limit).
 ``info`` on reset and step: ``admissible_actions`` (verl-agent's listing: the template
 ``search[<your query>]`` where there is a search bar, then every ``click[...]``), ``task`` (the
 instruction), ``task_id``, ``task_type`` (``"webshop"``), ``won`` (score == 1), ``anchor`` (the raw
-observation); on step also ``valid``, ``score`` and, after a purchase, ``reward_parts``.
+observation), ``available_actions`` (upstream's ``get_available_actions()``: ``{"has_search_bar",
+"clickables"}``, ``search`` among the clickables on the search page, as verl-agent lists it); on step
+also ``valid``, ``score`` and, after a purchase, ``reward_parts``.
 
-One catalog and one search index per (``num_products``, ``catalog_seed``) are shared by every env
+One catalog and one search index per (``num_products``, ``catalog_seed``, task version) are shared by every env
 of the process. ``split`` picks the canonical goals: ``test`` (first 500), ``valid`` (next
 1,000), ``train`` (the rest); ``reset(seed=s)`` draws a task of the split from the seed and
 ``reset(options={"task_id": k})`` picks the k-th goal of the split. No worker seed ever changes
@@ -32,10 +36,11 @@ from rspo_gym.envs.webshop import process
 from rspo_gym.envs.webshop.catalog import Catalog
 from rspo_gym.envs.webshop.expert import ScriptedShopper
 from rspo_gym.envs.webshop.goals import GoalSet, goals_for
+from rspo_gym.envs.webshop.goals_v1 import goals_v1_for
 from rspo_gym.envs.webshop.search import index_for
 from rspo_gym.envs.webshop.session import SEARCH_PLACEHOLDER, Session
 
-__all__ = ["WebShopEnv", "shared_catalog", "check_catalog_size", "LARGE_CATALOG"]
+__all__ = ["WebShopEnv", "check_catalog_size", "index_key", "shared_catalog", "LARGE_CATALOG"]
 
 MAX_TEXT_LENGTH = 16384
 #: Catalogs above this many products are built only when asked for with ``allow_large_catalog=True``:
@@ -57,21 +62,32 @@ def check_catalog_size(num_products: int, allow_large_catalog: bool = False) -> 
         f"allow_large_catalog=True (env_kwargs, or --allow-large-catalog for webshop serve)"
     )
 @functools.cache
-def shared_catalog(num_products: int, seed: int, style: str = "human") -> tuple[Catalog, GoalSet]:
+def shared_catalog(num_products: int, seed: int, style: str = "human", version: int = 0
+                   ) -> tuple[Catalog, GoalSet]:
     """The process-wide catalog and goal set for these settings, shared by reference by every env.
 
     Like the search index (``search.py``), one per settings per process; both are small (products
-    and goals are generated on demand), so they are never evicted.
+    and goals are generated on demand), so they are never evicted. ``version`` is the task version
+    (0 for ``rspo/WebShop-v0``, 1 for ``rspo/WebShop-v1``): it picks the catalog and goal versions.
     """
-    catalog = Catalog(num_products, seed)
+    catalog = Catalog(num_products, seed, version=version)
+    if version == 1:
+        if style != "human":
+            raise ValueError("rspo/WebShop-v1's goals are human style only")
+        return catalog, goals_v1_for(catalog)
     return catalog, goals_for(catalog, style=style)
+
+
+def index_key(num_products: int, seed: int, version: int = 0) -> tuple:
+    """The search-index cache key of a catalog (v0's key is unchanged from before v1 existed)."""
+    return ("webshop", num_products, seed) if version == 0 else ("webshop", num_products, seed, version)
 
 
 class WebShopEnv(gym.Env[str, str]):
     """Shop for the item an instruction describes, in WebShop's text pages.
 
     >>> import gymnasium as gym, rspo_gym
-    >>> env = gym.make("rspo/WebShop-v0", num_products=200, split="test")
+    >>> env = gym.make("rspo/WebShop-v1", num_products=200, split="test")
     >>> obs, info = env.reset(options={"task_id": 0})
     >>> obs.startswith("WebShop [SEP] Instruction: [SEP] ")
     True
@@ -91,18 +107,20 @@ class WebShopEnv(gym.Env[str, str]):
         catalog_seed: int = 0,
         goal_style: str = "human",
         render_mode: str | None = None,
+        task_version: int = 0,
         allow_large_catalog: bool = False,
     ) -> None:
         check_catalog_size(num_products, allow_large_catalog)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"Unknown render_mode {render_mode!r}; expected one of {self.metadata['render_modes']}")
-        self.catalog, self.goals = shared_catalog(num_products, catalog_seed, goal_style)
+        self.task_version = task_version
+        self.catalog, self.goals = shared_catalog(num_products, catalog_seed, goal_style, task_version)
         self.split = split
         self.task_ids = self.goals.split(split)  # validates the split name
         if len(self.task_ids) == 0:
             raise ValueError(f"Split {split!r} has no goals with {num_products} products; use a larger catalog")
         self.index = index_for(
-            ("webshop", num_products, catalog_seed), lambda: (self.catalog.search_document(i) for i in range(len(self.catalog))),
+            index_key(num_products, catalog_seed, task_version), lambda: (self.catalog.search_document(i) for i in range(len(self.catalog))),
             doc_ids_factory=lambda: (self.catalog.asin(i) for i in range(len(self.catalog))),
         )
         self.render_mode = render_mode
@@ -206,4 +224,5 @@ class WebShopEnv(gym.Env[str, str]):
             "task_type": "webshop",
             "won": purchase is not None and purchase.score == 1.0,
             "anchor": obs,
+            "available_actions": session.available_actions(),
         }

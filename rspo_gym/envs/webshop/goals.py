@@ -42,7 +42,7 @@ import math
 import random
 import re
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, overload
 
 from .draws import below, choice, shuffled, stable_rng, weighted
@@ -436,12 +436,15 @@ class GoalSet(Sequence[Goal]):
 
     ``len(self) == catalog.num_products * goals_per_product``; goal ``g`` targets product
     ``locate(g)[0]`` with variant ``locate(g)[1]`` and equals
-    ``make_goal(catalog, *locate(g), style=style)``. The order depends only on the catalog seed,
-    the number of goals and the style. A small LRU cache keeps recently made goals.
+    ``make_goal(catalog, *locate(g), style=style)``, or ``maker(catalog, *locate(g))`` when a
+    ``maker`` is given (``goals_v1.py`` passes ``rspo/WebShop-v1``'s, with an ``order_tag`` that
+    gives its goals their own order). The order depends only on the catalog seed, the number of
+    goals, the style and the tag. A small LRU cache keeps recently made goals.
     """
 
     def __init__(self, catalog: Any, *, style: str = "human",
-                 goals_per_product: int | None = None, cache_size: int = 4096) -> None:
+                 goals_per_product: int | None = None, cache_size: int = 4096,
+                 maker: Callable[[Any, int, int], Goal] | None = None, order_tag: str = "") -> None:
         if style not in STYLES:
             raise ValueError(f"style must be one of {STYLES}, got {style!r}")
         num_products = len(catalog)
@@ -455,8 +458,9 @@ class GoalSet(Sequence[Goal]):
         self.goals_per_product = goals_per_product
         self.num_products = num_products
         self._n = num_products * goals_per_product
-        self._perm = _Permutation(self._n, _VERSION, "order", getattr(catalog, "seed", 0),
-                                  self._n, style)
+        self._maker = maker
+        order_key: tuple[object, ...] = (_VERSION, "order", getattr(catalog, "seed", 0), self._n, style)
+        self._perm = _Permutation(self._n, *order_key, *((order_tag,) if order_tag else ()))
         self._cache: OrderedDict[int, Goal] = OrderedDict()
         self._cache_size = cache_size
 
@@ -489,7 +493,10 @@ class GoalSet(Sequence[Goal]):
         if hit is not None:
             self._cache.move_to_end(g)
             return hit
-        goal = make_goal(self.catalog, *self.locate(g), style=self.style)
+        if self._maker is not None:
+            goal = self._maker(self.catalog, *self.locate(g))
+        else:
+            goal = make_goal(self.catalog, *self.locate(g), style=self.style)
         self._cache[g] = goal
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rspo_gym.envs.webshop.env import check_catalog_size, shared_catalog
+from rspo_gym.envs.webshop.env import check_catalog_size, index_key, shared_catalog
 from rspo_gym.envs.webshop.search import index_for
 from rspo_gym.envs.webshop.session import (
     BACK_TO_SEARCH,
@@ -99,7 +99,7 @@ _HEAD = """<!DOCTYPE html>
 
 _TASK_NOTE = """<p class="note" id="task-note">Task {{ task_id }} of the <b>{{ split }}</b> split
 ({{ n_tasks }} goals). In Python the same goal is
-<code>gym.make("rspo/WebShop-v0", split="{{ split }}").reset(options={"task_id": {{ task_id }}})</code>;
+<code>gym.make("{{ env_id }}", split="{{ split }}").reset(options={"task_id": {{ task_id }}})</code>;
 without <code>split=</code> the env uses the <b>train</b> split, where task {{ task_id }} is another goal.</p>"""
 
 _START = """{% autoescape true %}""" + _HEAD + """
@@ -318,10 +318,12 @@ def create_app(
     *,
     goal_style: str = "human",
     max_sessions: int = MAX_SESSIONS,
+    task_version: int = 1,
     allow_large_catalog: bool = False,
 ) -> Any:
     """The WebShop site for people over the synthetic catalog (``num_products``, ``catalog_seed``)
-    with the goals of ``split`` (``test``/``valid``/``train``). Returns a :class:`flask.Flask`."""
+    with the goals of ``split`` (``test``/``valid``/``train``) of ``rspo/WebShop-v{task_version}``
+    (default v1, the calibrated tasks). Returns a :class:`flask.Flask`."""
     try:
         import flask
         from werkzeug.exceptions import HTTPException
@@ -331,11 +333,11 @@ def create_app(
     from flask import abort, redirect, request
 
     check_catalog_size(num_products, allow_large_catalog)
-    catalog, goals = shared_catalog(num_products, catalog_seed, goal_style)
+    catalog, goals = shared_catalog(num_products, catalog_seed, goal_style, task_version)
     task_ids = goals.split(split)
     if len(task_ids) == 0:
         raise ValueError(f"Split {split!r} has no goals with {num_products} products; use a larger catalog")
-    index = index_for(("webshop", num_products, catalog_seed),
+    index = index_for(index_key(num_products, catalog_seed, task_version),
                       lambda: (catalog.search_document(i) for i in range(len(catalog))),
                       doc_ids_factory=lambda: (catalog.asin(i) for i in range(len(catalog))))
 
@@ -346,7 +348,8 @@ def create_app(
     start_template = app.jinja_env.from_string(_START)
     page_template = app.jinja_env.from_string(_PAGE)
     error_template = app.jinja_env.from_string(_ERROR)
-    task_note = {"split": split, "n_tasks": len(task_ids), "style": _STYLE}
+    task_note = {"split": split, "n_tasks": len(task_ids), "style": _STYLE,
+                 "env_id": f"rspo/WebShop-v{task_version}"}
 
     def html(body: str, code: int = 200) -> Any:
         resp = flask.make_response(body, code)

@@ -36,10 +36,12 @@ def _buy_target(env):
     return env.step("click[buy now]")
 
 
-def test_check_env_is_clean():
+@pytest.mark.parametrize("env_id", [ENV_ID, "rspo/WebShop-v1"])
+def test_check_env_is_clean(env_id):
+    env = gym.make(env_id, **SMALL).unwrapped  # outside: Gymnasium notes v0 is not the newest
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        check_env(gym.make(ENV_ID, **SMALL).unwrapped, skip_render_check=True)
+        check_env(env, skip_render_check=True)
 
 
 def test_reset_is_deterministic_and_info_keys():

@@ -78,7 +78,7 @@ def instruction_query(app, task_id: int = 0) -> str:
     assert isinstance(store, SessionStore)
     from rspo_gym.envs.webshop.env import shared_catalog
 
-    _, goals = shared_catalog(N, 0)
+    _, goals = shared_catalog(N, 0, "human", 1)  # the site serves rspo/WebShop-v1's goals
     return goals[goals.split("test")[task_id]].instruction_text
 
 
@@ -412,3 +412,9 @@ def test_no_response_may_be_framed_by_another_site(client):
     for response in (client.get("/"), client.get(f"/s/{sid}"), client.post("/new", data={"task_id": "0"}), client.get("/nope")):
         assert response.headers["X-Frame-Options"] == "DENY", response.status
         assert "frame-ancestors 'none'" in response.headers["Content-Security-Policy"], response.status
+
+
+def test_site_serves_v1_and_names_it(client):
+    assert "rspo/WebShop-v1" in page(client, start(client, 0))
+    old = create_app(num_products=N, split="test", task_version=0).test_client()
+    assert "rspo/WebShop-v0" in page(old, start(old, 0))

@@ -1,0 +1,132 @@
+"""WebShop's own Python API over ``rspo/WebShop-v0``: ``WebAgentTextEnv`` as upstream's text mode.
+
+``WebAgentTextEnv(observation_mode="text", num_products=..., human_goals=...)`` with upstream's
+calls: ``reset(session=k)`` → ``(observation, None)``, ``step(action)`` → ``(observation, reward,
+done, None)`` (the old 4-tuple gym API), ``get_available_actions()`` → ``{"has_search_bar",
+"clickables"}``, ``get_instruction_text()``, the ``observation``, ``instruction_text`` and
+``session`` attributes and ``server.goals`` (its length is the number of goals).
+
+Sessions: an integer ``k`` is upstream's goal index. Upstream numbers its shuffled goals test
+``0..499``, then ``500..1499`` and the training goals after them, and our splits are cut in the same
+order, so ``reset(session=k)`` plays goal ``k - start`` of the split whose range holds ``k``
+(``reset(session=3)`` is ``gym.make("rspo/WebShop-v0", split="test").reset(options={"task_id": 3})``).
+A string session ``"fixed_<k>"`` is goal ``k``, as upstream's web site pins it; any other string or
+None draws a goal from the env's random stream (``seed`` in the constructor).
+
+Only ``observation_mode="text"`` exists (the pages are rendered as text directly, no HTML); the
+goals are those of our synthetic catalog (``num_products`` products; upstream's ``None``, the full
+catalog, means our default of 1,000); ``human_goals`` picks the human-style instructions (True,
+upstream's default) or the synthetic ones.
+"""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from rspo_gym.envs.webshop.env import WebShopEnv, shared_catalog
+from rspo_gym.envs.webshop.goals import SPLITS, split_range
+
+__all__ = ["WebAgentTextEnv", "DEFAULT_NUM_PRODUCTS"]
+
+#: the catalog size ``num_products=None`` (upstream: every product) maps to: the env's default
+DEFAULT_NUM_PRODUCTS = 1000
+_FIXED = re.compile(r"fixed_(\d+)")
+
+
+class WebAgentTextEnv:
+    """Upstream's ``web_agent_site.envs.WebAgentTextEnv`` in text mode.
+
+    Args mirror upstream's; ``catalog_seed`` (ours) picks the synthetic catalog, ``seed`` the
+    stream random sessions are drawn from. Upstream arguments about its files and browser
+    (``file_path``, ``server``, ``get_image``, ``limit_goals``, ``num_prev_obs``,
+    ``num_prev_actions``, ``session_prefix``) are accepted at their defaults only.
+    """
+
+    def __init__(
+        self,
+        observation_mode: str = "text",
+        num_products: int | None = None,
+        human_goals: bool = True,
+        *,
+        catalog_seed: int = 0,
+        seed: int | None = None,
+        **upstream: Any,
+    ) -> None:
+        if observation_mode != "text":
+            raise ValueError(f"observation_mode {observation_mode!r} is not offered: rspo_gym renders WebShop pages as text only")
+        defaults = {"file_path": None, "server": None, "get_image": False, "limit_goals": -1,
+                    "num_prev_obs": 0, "num_prev_actions": 0, "session_prefix": None}
+        changed = sorted(k for k, v in upstream.items() if k not in defaults or v != defaults[k])
+        if changed:
+            raise ValueError(f"WebAgentTextEnv: {', '.join(changed)} not supported (upstream's files and browser options)")
+        self.observation_mode = observation_mode
+        self.num_products = DEFAULT_NUM_PRODUCTS if num_products is None else int(num_products)
+        self.catalog_seed = catalog_seed
+        self.goal_style = "human" if human_goals else "synthetic"
+        _, goals = shared_catalog(self.num_products, catalog_seed, self.goal_style)
+        self.server = SimpleNamespace(goals=goals)
+        self._envs: dict[str, WebShopEnv] = {}
+        self._rng = np.random.default_rng(seed)
+        self._env: WebShopEnv | None = None
+        self.session: Any = None
+        self.instruction_text = ""
+        self.observation = ""
+
+    def _split_env(self, split: str) -> WebShopEnv:
+        if split not in self._envs:
+            self._envs[split] = WebShopEnv(num_products=self.num_products, split=split,
+                                           catalog_seed=self.catalog_seed, goal_style=self.goal_style)
+        return self._envs[split]
+
+    def _goal_index(self, session: Any) -> int:
+        if isinstance(session, str):
+            fixed = _FIXED.search(session)
+            if fixed is None:
+                return int(self._rng.integers(len(self.server.goals)))
+            session = int(fixed.group(1))
+        if session is None:
+            return int(self._rng.integers(len(self.server.goals)))
+        if isinstance(session, bool) or not hasattr(session, "__index__"):
+            raise TypeError(f"session must be an int, a string or None, got {type(session).__name__}")
+        index = session.__index__()
+        if not 0 <= index < len(self.server.goals):
+            raise ValueError(f"session {index} out of range: expected a goal index in [0, {len(self.server.goals)})")
+        return index
+
+    def reset(self, session: Any = None, instruction_text: str | None = None) -> tuple[str, None]:
+        """Start goal ``session`` (see the module's notes); upstream's second value is None."""
+        if instruction_text is not None:
+            raise ValueError("instruction_text is not supported: a goal's instruction comes with its goal (pass session=k)")
+        index = self._goal_index(session)
+        for split in SPLITS:
+            positions = split_range(split, len(self.server.goals))
+            if index in positions:
+                break
+        self._env = self._split_env(split)
+        self.observation, info = self._env.reset(options={"task_id": index - positions.start})
+        self.session = session
+        self.instruction_text = info["task"]
+        return self.observation, None
+
+    def step(self, action: str) -> tuple[str, float, bool, None]:
+        """Upstream's 4-tuple: the page, the purchase score (0 before), whether bought, None."""
+        if self._env is None:
+            raise RuntimeError("Call reset() before step().")
+        self.observation, reward, terminated, _, _ = self._env.step(action)
+        return self.observation, reward, terminated, None
+
+    def get_available_actions(self) -> dict[str, Any]:
+        if self._env is None:
+            raise RuntimeError("Call reset() before get_available_actions().")
+        return self._env.session.available_actions()
+
+    def get_instruction_text(self) -> str:
+        return self.instruction_text
+
+    def close(self) -> None:
+        self._envs.clear()
+        self._env = None
