@@ -28,7 +28,7 @@ import pickle
 import zipfile
 from typing import Any, BinaryIO
 
-__all__ = ["ALLOWED", "SafeUnpickler", "allowed_classes", "refusal_reason", "scan_pickle", "check_torch_file"]
+__all__ = ["ALLOWED", "SafeUnpickler", "allowed_classes", "refusal_reason", "is_refusal", "scan_pickle", "check_torch_file"]
 
 #: ``(module, name)`` of every callable a checkpoint's pickle may name.
 ALLOWED: frozenset[tuple[str, str]] = frozenset({
@@ -121,6 +121,13 @@ def allowed_classes() -> list[Any]:
         except (ImportError, AttributeError):  # numpy's module moved in 2.0: one of the two exists
             continue
     return found
+
+
+def is_refusal(err: BaseException) -> bool:
+    """Whether an ``UnpicklingError`` refuses what a file holds (a name, an allocation), rather
+    than saying the bytes are no pickle at all (a damaged file)."""
+    text = str(err)
+    return "Weights only load failed" in text or text.startswith(("it names", "it asks", "its pickle is", "it is built"))
 
 
 def refusal_reason(err: BaseException) -> str:

@@ -840,7 +840,7 @@ def _read_saved(path: Path) -> tuple[ScorerConfig, dict[str, Any]]:
     import pickle
 
     from rspo_gym.errors import UserError
-    from rspo_gym.safe_pickle import check_torch_file, refusal_reason
+    from rspo_gym.safe_pickle import check_torch_file, is_refusal, refusal_reason
 
     file = path / _CONFIG_FILE
     try:
@@ -855,6 +855,8 @@ def _read_saved(path: Path) -> tuple[ScorerConfig, dict[str, Any]]:
         check_torch_file(str(path / _FILE))
         state = torch.load(path / _FILE, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
+        if not is_refusal(err):  # not torch's format at all: damaged, not hostile
+            raise UserError(f"{path / _FILE} is unreadable ({str(err).splitlines()[0]}): pass an intact policy folder") from None
         raise UserError(f"{path / _FILE} is refused: {refusal_reason(err)}; nothing in it was run: use a policy folder you trust") from None
     except (OSError, RuntimeError, EOFError) as err:
         raise UserError(f"{path / _FILE} is unreadable ({str(err).splitlines()[0] if str(err) else type(err).__name__}): "
