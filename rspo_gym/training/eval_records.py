@@ -27,10 +27,11 @@ the resumed run's records are the uninterrupted run's.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any, Sequence
+
+from rspo_gym.atomic import write_text_atomic
 
 __all__ = ["EVALUATIONS", "FORMAT", "COLUMNS", "evaluation_record", "write_evaluation", "read_evaluations", "trim_evaluations"]
 
@@ -57,28 +58,12 @@ def evaluation_record(trajectories: Sequence[Any], seeds: Sequence[int | None], 
     }
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """``text`` into ``path`` through a temporary file, flushed and renamed over it, the rename
-    flushed: readers see the old file or the new one, never part of one."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
-
-
 def write_evaluation(run: str | Path, record: dict[str, Any]) -> Path:
     """Write ``record`` as ``<run>/evaluations/<iteration>.json`` (atomically) and return the path."""
     folder = Path(run) / EVALUATIONS
     folder.mkdir(exist_ok=True)
     path = folder / f"{record['iteration']:06d}.json"
-    _write_atomic(path, json.dumps(record, separators=(",", ":")) + "\n")
+    write_text_atomic(path, json.dumps(record, separators=(",", ":")) + "\n")
     return path
 
 
