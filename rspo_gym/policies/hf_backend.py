@@ -510,9 +510,13 @@ class HFBackend:
             active = [k for k in active if choices[k][step_picks[k]] not in self.eos_ids]
 
     def _tree_scores(self, prompts: Sequence[Sequence[int]], tries: Sequence[FlatTrie], device: torch.device) -> list[torch.Tensor]:
-        """Each trie's ``child_logits`` (``tree_scoring``): one decoder pass over the prompts but
-        their last tokens, right-padded and unmasked, then one over the tries."""
-        decoder = self.model.get_decoder()
+        """Each trie's ``child_logits`` (``tree_scoring``): one pass over the prompts but their last
+        tokens, right-padded and unmasked, then one over the tries, reading the final hidden states.
+
+        Both passes call the model itself, not its decoder, as a sharding engine (FSDP2) needs its
+        root module's hooks; ``logits_to_keep=1`` keeps its vocabulary-wide head to one position.
+        """
+        model = self.model
         prefixes = [list(p[:-1]) for p in prompts]
         width = max(map(len, prefixes))
         cache_kwargs = {}
@@ -521,14 +525,14 @@ class HFBackend:
             for b, prefix in enumerate(prefixes):
                 ids[b, :len(prefix)] = torch.tensor(prefix, dtype=torch.long)
             positions = torch.arange(width).expand(len(prefixes), width)
-            out = decoder(input_ids=ids.to(device), position_ids=positions.to(device), use_cache=True)
-            cache_kwargs = {_cache_argument(decoder): _cache_of(out)}
+            out = model(input_ids=ids.to(device), position_ids=positions.to(device), use_cache=True, logits_to_keep=1)
+            cache_kwargs = {_cache_argument(model): _cache_of(out)}
         inputs = tree_inputs([len(p) for p in prefixes], tries, width, self.pad_id)
         mask = inputs["attention_mask"].to(device)
-        if attention_kind(self.model) == "eager":  # eager attention adds its mask to the scores
+        if attention_kind(model) == "eager":  # eager attention adds its mask to the scores
             mask = torch.zeros(mask.shape, device=device).masked_fill_(~mask, torch.finfo(torch.float32).min)
-        hidden = decoder(
+        hidden = model(
             input_ids=inputs["input_ids"].to(device), position_ids=inputs["position_ids"].to(device), attention_mask=mask,
-            use_cache=bool(width), **cache_kwargs,
-        ).last_hidden_state
-        return child_logits(hidden, self.model.get_output_embeddings(), tries)
+            use_cache=bool(width), logits_to_keep=1, output_hidden_states=True, **cache_kwargs,
+        ).hidden_states[-1]
+        return child_logits(hidden, model.get_output_embeddings(), tries)
