@@ -41,9 +41,10 @@ from typing import Any
 
 __all__ = ["QuickstartConfig", "run_quickstart", "alfworld_task_ids", "plan", "estimated_seconds", "held_out_matrix"]
 
-# Measured on the 2-core development machine, idle, with the defaults (``docs/results.md``: 9.8 min
-# for the run): what the up-front estimate scales; the ETA rescales it by the speed actually seen.
-REFERENCE_SECONDS = {"load": 12.0, "eval_episode": 0.39, "train_trajectory": 1.07}
+# Measured on the 2-core development machine (AMD EPYC, torch's AVX2 kernels pinned), idle, with
+# the defaults (``docs/results_llm.md``: 5.4 min for the run): what the up-front estimate scales;
+# the ETA rescales it by the speed actually seen.
+REFERENCE_SECONDS = {"load": 7.0, "eval_episode": 0.21, "train_trajectory": 0.59}
 
 
 #: Upper bounds of the quick start's sizes, far above its small fixed task set: a typo (extra
@@ -87,7 +88,7 @@ def cpu_description() -> dict[str, str]:
 
 @dataclass
 class QuickstartConfig:
-    """What the quick start runs; the defaults take about 10 minutes on 2 idle CPU cores."""
+    """What the quick start runs; the defaults take about 5.5 minutes on 2 idle CPU cores."""
 
     env_id: str = "rspo/ALFWorld-v0"
     """Environment (``rspo/ALFWorld-v0`` or ``rspo/WebShop-v1``)."""
