@@ -57,7 +57,7 @@ from typing import Any, BinaryIO, Iterable
 
 import torch
 
-from rspo_gym.atomic import atomic_write
+from rspo_gym.atomic import atomic_write, fsync_dir
 from rspo_gym.safe_pickle import allowed_classes, check_torch_file, refusal_reason
 from rspo_gym.training.tensor_shards import join_state, plan_shards, shard_layout, split_state, tensor_data
 from rspo_gym.errors import UserError
@@ -230,7 +230,7 @@ def write_checkpoint(
     if single_file:
         _write_single_file(path, state, identity)
         if root.is_dir():  # a sharded checkpoint's tensors, which nothing names any more
-            _fsync_dir(path.parent)
+            fsync_dir(path.parent)
             remove_stale(root, keep="")
         return path
     skeleton, tensors = split_state(state)
@@ -243,8 +243,8 @@ def write_checkpoint(
             _write_shard(folder / f"tensors-{i:05d}-of-{len(plan):05d}.safetensors", {name: tensors[name] for name in names})
             for i, names in enumerate(plan, 1)
         ]
-        _fsync_dir(folder)
-        _fsync_dir(root)
+        fsync_dir(folder)
+        fsync_dir(root)
         manifest = {"folder": f"{root.name}/{tag}", "shards": shards}
         digest = hashlib.sha256(skeleton)
         digest.update(_canonical(identity))
@@ -259,7 +259,7 @@ def write_checkpoint(
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)  # a save that fails (a full disk) leaves nothing behind
         raise
-    _fsync_dir(path.parent)  # the rename is on disk before the previous checkpoint's shards go
+    fsync_dir(path.parent)  # the rename is on disk before the previous checkpoint's shards go
     remove_stale(root, keep=tag)
     return path
 
@@ -281,17 +281,6 @@ def _write_synced(file: Path, parts: Iterable[bytes | memoryview]) -> tuple[int,
         f.flush()
         os.fsync(f.fileno())
     return out.count, digest.hexdigest()
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Flush ``folder``'s entries (files made or renamed in it) to disk; POSIX only."""
-    if os.name != "posix":
-        return
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def remove_stale(root: Path, keep: str) -> None:
