@@ -270,8 +270,14 @@ def _pick_attributes(r: random.Random, attributes: Sequence[str], preferred: fro
     n = 1 + weighted(r, (0.5, 0.36, 0.14))
     first = shuffled(r, [a for a in attributes if a in preferred])
     rest = shuffled(r, [a for a in attributes if a not in preferred])
+    return distinct_attributes(first + rest, n)
+
+
+def distinct_attributes(candidates: Sequence[str], n: int) -> list[str]:
+    """The first ``n`` of ``candidates`` that are no fuzzy near-duplicate (score > 70) of one taken
+    before: a goal asking twice for one attribute in other words asks for less than it seems."""
     chosen: list[str] = []
-    for attr in first + rest:
+    for attr in candidates:
         if len(chosen) == n:
             break
         if any(fuzzy_score(attr, c) > 70 for c in chosen):

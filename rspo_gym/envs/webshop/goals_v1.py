@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .draws import choice, shuffled, stable_rng, weighted
-from .goals import GoalSet, _human_text, price_clause
+from .goals import GoalSet, _human_text, distinct_attributes, price_clause
 from .model import Goal
-from .reward import fuzzy_score
 
 __all__ = ["TaskRecipe", "V1", "goals_v1_for", "make_goal_v1"]
 
@@ -74,15 +73,7 @@ def _candidate_attributes(r: random.Random, item: Any, recipe: TaskRecipe) -> li
 
 
 def _pick(r: random.Random, candidates: list[str], weights: tuple[float, ...]) -> list[str]:
-    n = 1 + weighted(r, weights)
-    chosen: list[str] = []
-    for attr in candidates:
-        if len(chosen) == n:
-            break
-        if any(fuzzy_score(attr, c) > 70 for c in chosen):
-            continue
-        chosen.append(attr)
-    return chosen
+    return distinct_attributes(candidates, 1 + weighted(r, weights))
 
 
 def make_goal_v1(catalog: Any, index: int, variant: int, recipe: TaskRecipe = V1) -> Goal:
