@@ -1,7 +1,6 @@
 """Constrained decoding samples, records and trains on one distribution: the policy restricted to
 the allowed tokens and renormalised (``softmax(logits / T)`` over each position's allowed ids)."""
 
-import gymnasium as gym
 import pytest
 
 pytest.importorskip("transformers")
@@ -12,11 +11,10 @@ import rspo_gym  # noqa: E402,F401  (registers the environments)
 from rspo_gym.rollout.generation import GenerationConfig  # noqa: E402
 from rspo_gym.policies.hf_backend import allowed_token_ids, eos_token_ids, position_ids  # noqa: E402
 from rspo_gym.policies.llm import load_policy, token_logprobs  # noqa: E402
-from rspo_gym.rollout.collector import CollectConfig, collect, constrained_choices  # noqa: E402
+from rspo_gym.rollout.collector import CollectConfig, collect  # noqa: E402
 from rspo_gym.rollout.trajectory import StepRow, to_batch  # noqa: E402
 from rspo_gym.rollout.vector import GroupedVectorEnv  # noqa: E402
-
-ALFWORLD = "rspo/ALFWorld-v0"
+from tests.policies.alfworld_turns import ALFWORLD, alfworld_turns  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -27,19 +25,7 @@ def policy():
 @pytest.fixture(scope="module")
 def turns(policy):
     """(prompt ids, allowed replies) of ALFWorld turns with prompts of different lengths."""
-    builder = CollectConfig().builder(ALFWORLD)
-    env = gym.make(ALFWORLD)
-    out = []
-    for seed in (0, 1, 2):
-        obs, info = env.reset(seed=seed)
-        history: list[tuple[str, str]] = []
-        for _ in range(2):
-            prompt = builder.build(info["task"], obs, info["admissible_actions"], history)
-            out.append((builder.chat_ids(policy.tokenizer, prompt), constrained_choices(info["admissible_actions"], info["task"])))
-            action = info["admissible_actions"][0]
-            history.append((obs, action))
-            obs, _, _, _, info = env.step(action)
-    env.close()
+    out = alfworld_turns(policy.tokenizer)
     assert len({len(p) for p, _ in out}) > 1
     return out
 

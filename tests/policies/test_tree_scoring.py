@@ -1,7 +1,6 @@
 """Scoring the allowed replies' trie (``tree_scoring``) makes the replies, allowed ids and log-probs
 that token-by-token constrained decoding makes, for every attention kind, LoRA and another family."""
 
-import gymnasium as gym
 import pytest
 
 pytest.importorskip("transformers")
@@ -14,11 +13,11 @@ from rspo_gym.policies.alignment import realigned, start_aligned  # noqa: E402
 from rspo_gym.policies.hf_backend import ActionTrie, HFBackend  # noqa: E402
 from rspo_gym.policies.llm import LLMPolicy, load_policy  # noqa: E402
 from rspo_gym.policies.tree_scoring import flatten, supports_tree_mask, tree_inputs  # noqa: E402
-from rspo_gym.rollout.collector import CollectConfig, collect, constrained_choices  # noqa: E402
+from rspo_gym.rollout.collector import CollectConfig, collect  # noqa: E402
 from rspo_gym.rollout.generation import GenerationConfig  # noqa: E402
 from rspo_gym.rollout.vector import GroupedVectorEnv  # noqa: E402
+from tests.policies.alfworld_turns import ALFWORLD, alfworld_turns  # noqa: E402
 
-ALFWORLD = "rspo/ALFWorld-v0"
 
 
 @pytest.fixture(scope="module")
@@ -29,19 +28,7 @@ def policy():
 @pytest.fixture(scope="module")
 def turns(policy):
     """(prompt ids, allowed replies) of ALFWorld turns of several lengths, the first one twice."""
-    builder = CollectConfig().builder(ALFWORLD)
-    env = gym.make(ALFWORLD)
-    out = []
-    for seed in (0, 1, 2):
-        obs, info = env.reset(seed=seed)
-        history: list[tuple[str, str]] = []
-        for step in range(2):
-            prompt = builder.build(info["task"], obs, info["admissible_actions"], history)
-            out.append((builder.chat_ids(policy.tokenizer, prompt), constrained_choices(info["admissible_actions"], info["task"])))
-            action = info["admissible_actions"][step]
-            history.append((obs, action))
-            obs, _, _, _, info = env.step(action)
-    env.close()
+    out = alfworld_turns(policy.tokenizer, action_at=lambda step: step)
     return out + [out[0]]
 
 
