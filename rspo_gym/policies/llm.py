@@ -219,14 +219,13 @@ class LLMPolicy:
         tokens = batch.input_ids[:, P:P + R]
         engine = self.train_model is not None
         head = self.model.get_output_embeddings() if self.logprob_chunk_size is not None and not engine else None
-        inputs = dict(
-            input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-            position_ids=position_ids(batch.attention_mask), use_cache=False,
-        )
         with self.routing(), self.autocast():
             if head is None:
                 model = self.train_model if engine else self.model
-                out = model(**inputs, output_hidden_states=values, logits_to_keep=R + 1)  # +1: the last position
+                out = model(
+                    input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids(batch.attention_mask),
+                    use_cache=False, output_hidden_states=values, logits_to_keep=R + 1,  # +1: the last position
+                )
                 hidden = out.hidden_states[-1][:, P - 1:P - 1 + R, :] if values else None
             else:  # start-aligned and unmasked: the fused causal attention kernel (alignment.py)
                 shifted, leading = start_aligned(batch.input_ids, batch.attention_mask, self.pad_token_id)
