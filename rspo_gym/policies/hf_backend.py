@@ -451,11 +451,14 @@ class HFBackend:
         was_training = model.training
         model.eval()
         device = next(model.parameters()).device
-        unique: dict[tuple, int] = {}
-        which = [unique.setdefault((tuple(p), tuple(a)), len(unique)) for p, a in zip(prompt_ids, allowed)]
-        first: dict[int, int] = {}
-        for row, u in enumerate(which):
-            first.setdefault(u, row)
+        unique: dict[tuple, int] = {}  # (prompt, replies) -> its index in ``first``
+        first: list[int] = []  # the first row of each distinct (prompt, replies)
+        which: list[int] = []  # each row's index in ``first``
+        for row, key in enumerate(zip(map(tuple, prompt_ids), map(tuple, allowed))):
+            if key not in unique:
+                unique[key] = len(first)
+                first.append(row)
+            which.append(unique[key])
         tries = [ActionTrie.from_texts(self.tokenizer, allowed[first[u]], self.eos_ids[0]) for u in range(len(unique))]
         flat = [flatten(trie.root, prompt_ids[first[u]][-1]) for u, trie in enumerate(tries)]
         node_logits: list[torch.Tensor] = [torch.empty(0)] * len(unique)
