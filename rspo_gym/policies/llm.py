@@ -27,7 +27,7 @@ from torch import nn
 from rspo_gym.policies.alignment import realigned, start_aligned
 from rspo_gym.policies.adapters import active_adapter, adapter_parameters, adapters_disabled, is_peft, save_merged
 from rspo_gym.rollout.generation import GenerationBackend, GenerationConfig, GenerationOutput
-from rspo_gym.policies.hf_backend import HFBackend, position_ids
+from rspo_gym.policies.hf_backend import HFBackend, eos_token_ids, position_ids
 from rspo_gym.policies.logprobs import chunked_scores, restricted_entropy, restricted_logprobs, token_logprobs
 from rspo_gym.rollout.trajectory import micro_batches
 
@@ -127,6 +127,12 @@ class LLMPolicy:
     @property
     def pad_token_id(self) -> int:
         return int(self.tokenizer.pad_token_id)
+
+    @property
+    def end_token_id(self) -> int:
+        """The token that ends a reply (``<|im_end|>`` for ChatML models): what constrained replies
+        end with, and what closes a reply in a ``Conversation``."""
+        return eos_token_ids(self.model, self.tokenizer)[0]
 
     def generate(
         self,

@@ -9,7 +9,10 @@ Any object with ``generate(prompt_ids, config, allowed)`` and a ``tokenizer`` at
 (``LLMPolicy``, or a scripted stand-in in tests). Rewards: ``reward`` is the env's outcome reward
 per step, ``process_reward`` is read from ``info["process_reward"]`` (the ``ProcessReward`` wrapper
 in ``mode="info"``), 0 without it. The loop ends when every env is done or after ``max_turns``
-(default: the env's registered step limit). With ``max_prompt_length`` set, a prompt over the limit
+(default: the env's registered step limit). In the ``"conversation"`` prompt format each env's
+prompt is a growing chat (``prompts.Conversation``) and the turns run inside the policy's
+``generation_session()`` (when it has one), within which a backend may keep each prompt's KV cache
+for the next turn. With ``max_prompt_length`` set, a prompt over the limit
 loses history entries oldest-first (``PromptBuilder.fitted_ids``) and each ``Trajectory`` counts
 its truncated prompts; a prompt over the limit even without history stops the rollout with a
 ``ValueError`` before that turn's generation call. ``on_turn`` hears how far the rollout is
@@ -21,13 +24,14 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from rspo_gym.rollout.generation import GenerationConfig
-from rspo_gym.rollout.prompts import FittedPrompt, ParsedAction, PromptBuilder, parse_action, template_for
+from rspo_gym.rollout.prompts import PROMPT_FORMATS, Conversation, FittedPrompt, ParsedAction, PromptBuilder, parse_action, template_for
 from rspo_gym.rollout.trajectory import Rollout, StepRow, Trajectory
 from rspo_gym.rollout.vector import GroupedVectorEnv
 
@@ -66,12 +70,25 @@ class CollectConfig:
     max_prompt_length: int | None = None
     """Token budget of a prompt (chat template included); longer prompts drop history entries
     oldest-first. None: no limit (verl-agent: 2048 for ALFWorld, 4096 for WebShop)."""
+    prompt_format: str = "window"
+    """``"window"``: verl-agent's prompt, rewritten every turn; ``"conversation"``: a growing chat
+    (``prompts.Conversation``) whose KV cache the policy reuses across turns. A conversation lists
+    the admissible actions in its messages only when replies are not constrained (constrained
+    decoding offers them through the reply trie)."""
     deadline: float | None = None
     """A ``time.perf_counter()`` value after which no further turn starts: ``collect`` raises
     ``CollectionDeadline`` instead (a trainer's time budget ran out mid-rollout). None: no deadline."""
 
+    def __post_init__(self):
+        if self.prompt_format not in PROMPT_FORMATS:
+            raise ValueError(f"prompt_format must be one of {PROMPT_FORMATS}, not {self.prompt_format!r}")
+
     def builder(self, env_id: str | None) -> PromptBuilder:
         return PromptBuilder(template_for(env_id), history_length=self.history_length, think=self.think)
+
+    def conversation(self, env_id: str | None, tokenizer, end_id: int) -> Conversation:
+        """An empty ``Conversation`` in this config's wording (see ``prompt_format``)."""
+        return Conversation(self.builder(env_id), tokenizer, end_id, list_actions=not self.constrained)
 
 
 @dataclass(frozen=True)
@@ -214,77 +231,89 @@ def collect(
     turn_seeds = None if row_seeds is None else turn_row_seeds(row_seeds, max_turns)
     group_ids = venv.group_ids.tolist()
     parses: dict[str, ParsedAction] = {}  # replies repeat (a policy choosing among commands): each is parsed once
+    conversations: list[Conversation] | None = None
+    if config.prompt_format == "conversation":
+        end_id = getattr(policy, "end_token_id", None)
+        if end_id is None:
+            raise ValueError("the conversation prompt format needs a policy with an end_token_id (an LLMPolicy)")
+        conversations = [config.conversation(env_id, tokenizer, end_id) for _ in range(n)]
+        for i, chat in enumerate(conversations):
+            chat.open(infos[i].get("task", ""), observations[i], infos[i].get("admissible_actions", ()))
+    session = getattr(policy, "generation_session", None)
     turns = steps = 0
-    for turn in range(max_turns):
-        active = np.flatnonzero(venv.active).tolist()
-        if not active:
-            break
-        if config.deadline is not None and time.perf_counter() > config.deadline:
-            raise CollectionDeadline(f"the deadline passed before turn {turn + 1} of the rollout")
-        fitted = [
-            _checked(
-                i,
-                builder.fitted_ids(
-                    tokenizer,
-                    infos[i].get("task", ""),
-                    observations[i],
-                    infos[i].get("admissible_actions", ()),
-                    histories[i],
+    with session() if session is not None else nullcontext():
+        for turn in range(max_turns):
+            active = np.flatnonzero(venv.active).tolist()
+            if not active:
+                break
+            if config.deadline is not None and time.perf_counter() > config.deadline:
+                raise CollectionDeadline(f"the deadline passed before turn {turn + 1} of the rollout")
+            fitted = [
+                _checked(
+                    i,
+                    conversations[i].prompt(config.max_prompt_length) if conversations is not None else builder.fitted_ids(
+                        tokenizer,
+                        infos[i].get("task", ""),
+                        observations[i],
+                        infos[i].get("admissible_actions", ()),
+                        histories[i],
+                        config.max_prompt_length,
+                    ),
                     config.max_prompt_length,
-                ),
-                config.max_prompt_length,
-            )
-            for i in active
-        ]
-        prompt_ids = [prompt.ids for prompt in fitted]
-        for i, prompt in zip(active, fitted):
-            truncated[i] += prompt.dropped > 0
-            dropped[i] += prompt.dropped
-        allowed = None
-        if config.constrained:
-            allowed = [constrained_choices(infos[i]["admissible_actions"], infos[i].get("task", "")) for i in active]
-        seeds = None if turn_seeds is None else turn_seeds[active, turn].tolist()
-        out = policy.generate(prompt_ids, _turn_generation(config.generation, turn, seeds), allowed)
-        parsed = []
-        for text in out.texts:
-            found = parses.get(text)
-            if found is None:
-                found = parses[text] = parse_action(text, think=config.think, tail_chars=builder.template.tail_chars)
-            parsed.append(found)
-        actions: list[Any] = [None] * n
-        for k, i in enumerate(active):
-            actions[i] = parsed[k].action
-        anchors = [infos[i].get("anchor", observations[i]) for i in active]
-        rewards = venv.advance(actions).tolist()
-        next_obs = venv.observations
-        for k, i in enumerate(active):
-            info = venv.infos[i]
-            rows[i].append(
-                StepRow(
-                    prompt_ids=prompt_ids[k],
-                    response_ids=list(out.response_ids[k]),
-                    logprobs=list(out.logprobs[k]),
-                    reward=float(rewards[i]),
-                    process_reward=float(info.get("process_reward", 0.0)),
-                    anchor=anchors[k],
-                    valid=bool(info.get("valid", True)),
-                    format_valid=parsed[k].format_valid,
-                    group_id=group_ids[i],
-                    traj_id=traj_offset + i,
-                    step=turn,
-                    action=parsed[k].action,
-                    source=source,
-                    allowed_token_ids=None if out.allowed_token_ids is None else out.allowed_token_ids[k],
                 )
-            )
-            histories[i].append((observations[i], parsed[k].action))
-            paid = info.get("process_events")
-            if paid:  # most steps pay no event: Counter.update costs as much as a StepRow
-                events[i].update(paid)
-            observations[i], infos[i] = next_obs[i], info
-        turns, steps = turn + 1, steps + len(active)
-        if on_turn is not None:
-            on_turn(RolloutCount(n - int(venv.active.sum()), n, turns, steps, time.perf_counter() - started))
+                for i in active
+            ]
+            prompt_ids = [prompt.ids for prompt in fitted]
+            for i, prompt in zip(active, fitted):
+                truncated[i] += prompt.dropped > 0
+                dropped[i] += prompt.dropped
+            allowed = None
+            if config.constrained:
+                allowed = [constrained_choices(infos[i]["admissible_actions"], infos[i].get("task", "")) for i in active]
+            seeds = None if turn_seeds is None else turn_seeds[active, turn].tolist()
+            out = policy.generate(prompt_ids, _turn_generation(config.generation, turn, seeds), allowed)
+            parsed = []
+            for text in out.texts:
+                found = parses.get(text)
+                if found is None:
+                    found = parses[text] = parse_action(text, think=config.think, tail_chars=builder.template.tail_chars)
+                parsed.append(found)
+            actions: list[Any] = [None] * n
+            for k, i in enumerate(active):
+                actions[i] = parsed[k].action
+            anchors = [infos[i].get("anchor", observations[i]) for i in active]
+            rewards = venv.advance(actions).tolist()
+            next_obs = venv.observations
+            for k, i in enumerate(active):
+                info = venv.infos[i]
+                rows[i].append(
+                    StepRow(
+                        prompt_ids=prompt_ids[k],
+                        response_ids=list(out.response_ids[k]),
+                        logprobs=list(out.logprobs[k]),
+                        reward=float(rewards[i]),
+                        process_reward=float(info.get("process_reward", 0.0)),
+                        anchor=anchors[k],
+                        valid=bool(info.get("valid", True)),
+                        format_valid=parsed[k].format_valid,
+                        group_id=group_ids[i],
+                        traj_id=traj_offset + i,
+                        step=turn,
+                        action=parsed[k].action,
+                        source=source,
+                        allowed_token_ids=None if out.allowed_token_ids is None else out.allowed_token_ids[k],
+                    )
+                )
+                histories[i].append((observations[i], parsed[k].action))
+                if conversations is not None and venv.active[i]:
+                    conversations[i].append(out.response_ids[k], next_obs[i], info.get("admissible_actions", ()))
+                paid = info.get("process_events")
+                if paid:  # most steps pay no event: Counter.update costs as much as a StepRow
+                    events[i].update(paid)
+                observations[i], infos[i] = next_obs[i], info
+            turns, steps = turn + 1, steps + len(active)
+            if on_turn is not None:
+                on_turn(RolloutCount(n - int(venv.active.sum()), n, turns, steps, time.perf_counter() - started))
     if on_turn is not None:
         on_turn(RolloutCount(n, n, turns, steps, time.perf_counter() - started))
     trajectories = []

@@ -6,6 +6,9 @@
   observation + the admissible actions, as one user message; ``chat_ids`` applies the tokenizer's
   chat template; ``fitted_ids`` drops history entries oldest-first until the prompt fits a token
   budget (``FittedPrompt``).
+- ``Conversation``: the ``"conversation"`` prompt format: one env's episode as a growing chat (an
+  opening user message, then each reply and the next observation appended), so every prompt's ids
+  extend the previous prompt's plus its reply and a generation backend can keep their KV cache.
 - ``parse_action``: the action inside ``<action>...</action>`` (or the whole reply when tags are
   off) and a format-validity flag.
 
@@ -31,6 +34,8 @@ __all__ = [
     "template_for",
     "PromptBuilder",
     "FittedPrompt",
+    "Conversation",
+    "PROMPT_FORMATS",
     "ParsedAction",
     "parse_action",
 ]
@@ -59,6 +64,15 @@ class PromptTemplate:
     strip_pattern: str | None = None
     """A regex removed once from the start of observations: WebShop's ``Instruction: [SEP] ...
     [SEP]`` (the task is shown apart), ALFWorld's welcome banner (it carries no information)."""
+    opening: str = (
+        "You are an agent acting in a text environment. Your task is to: {task}\n"
+        "Your current observation is: {observation}{actions}\n\n{instruction}"
+    )
+    """The ``"conversation"`` format's first user message: ``first`` with the actions line optional."""
+    turn: str = "Your current observation is: {observation}{actions}"
+    """The ``"conversation"`` format's later user messages: the new observation only."""
+    actions_line: str = "\nYour admissible actions of the current situation are: [{actions}]."
+    """The admissible-actions sentence of ``opening`` and ``turn`` (``Conversation.list_actions``)."""
 
 
 ALFWORLD = PromptTemplate(
@@ -77,6 +91,10 @@ ALFWORLD = PromptTemplate(
     ),
     tail_chars=30,
     strip_pattern=r"^-= Welcome to TextWorld, ALFRED! =-\n\n",
+    opening=(  # the first observation states the task
+        "You are an expert agent operating in the ALFRED Embodied Environment.\n"
+        "Your current observation is: {observation}{actions}\n\n{instruction}"
+    ),
 )
 
 WEBSHOP = PromptTemplate(
@@ -97,6 +115,13 @@ WEBSHOP = PromptTemplate(
     ),
     tail_chars=20,
     strip_pattern=r"^\s*(?:WebShop \[SEP\] )?Instruction: \[SEP\] .*? \[SEP\] ",
+    opening=(
+        "You are an expert autonomous agent operating in the WebShop e-commerce platform.\n"
+        "Your task is to: {task}.\n"
+        "Your current observation is: {observation}.{actions}\n\n{instruction}"
+    ),
+    turn="Your current observation is: {observation}.{actions}",
+    actions_line="\nYour admissible actions of the current situation are:\n[\n{actions}\n].",
 )
 
 GENERIC = PromptTemplate(
@@ -155,6 +180,16 @@ class PromptBuilder:
     history_length: int = 2
     think: bool = False
 
+    @property
+    def instruction(self) -> str:
+        return _THINK_INSTRUCTION if self.think else _PLAIN_INSTRUCTION
+
+    def actions_text(self, admissible_actions: Sequence[str]) -> str:
+        """The admissible actions as the prompt lists them: each quoted, ``help`` left out."""
+        actions = [a for a in admissible_actions if a != "help"]
+        separator = "',\n'" if self.template is WEBSHOP else "'\n '"
+        return f"'{separator.join(actions)}'" if actions else ""
+
     def observation_text(self, obs: str) -> str:
         pattern = self.template.strip_pattern
         return _compiled(pattern).sub("", obs, count=1) if pattern else obs
@@ -167,14 +202,11 @@ class PromptBuilder:
         history: Sequence[tuple[str, str]] = (),
     ) -> str:
         """The user message; ``history`` is every past (observation, action) pair, oldest first."""
-        actions = [a for a in admissible_actions if a != "help"]
-        separator = "',\n'" if self.template is WEBSHOP else "'\n '"  # each action quoted
-        action_text = f"'{separator.join(actions)}'" if actions else ""
         fields = dict(
             task=task,
             observation=self.observation_text(observation),
-            actions=action_text,
-            instruction=_THINK_INSTRUCTION if self.think else _PLAIN_INSTRUCTION,
+            actions=self.actions_text(admissible_actions),
+            instruction=self.instruction,
         )
         if not history:
             return self.template.first.format(**fields)
@@ -248,6 +280,109 @@ class PromptBuilder:
             else:
                 over = middle
         return FittedPrompt(ids, window - fits)
+
+
+#: How a policy's prompts hold the episode so far: ``"window"`` is verl-agent's (one user message
+#: with the step count and the last ``history_length`` steps, rewritten every turn);
+#: ``"conversation"`` is a growing chat (``Conversation``) whose ids only ever get longer.
+PROMPT_FORMATS = ("window", "conversation")
+
+
+class _ChatPieces(NamedTuple):
+    """The chat template's text between messages, found once per template."""
+
+    after_reply: str
+    """What closes an assistant reply and opens the next user message (ChatML:
+    ``<|im_end|>\n<|im_start|>user\n``)."""
+    before_reply: str
+    """What closes a user message and opens the assistant's (ChatML: ``<|im_end|>\n<|im_start|>assistant\n``)."""
+
+
+_SENTINELS = ("\x00user\x00", "\x00reply\x00", "\x00next\x00")
+
+
+def _chat_pieces(tokenizer) -> _ChatPieces:
+    """Renders a user, assistant, user exchange with sentinel contents and reads off the template's
+    own text between them, so any chat template (not only ChatML) gives its exact separators."""
+    template = getattr(tokenizer, "chat_template", None)
+    if not template:
+        return _ChatPieces("\n", "\n")
+    messages = [{"role": role, "content": text} for role, text in zip(("user", "assistant", "user"), _SENTINELS)]
+    rendered = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    _, rest = rendered.split(_SENTINELS[1], 1)
+    after_reply, rest = rest.split(_SENTINELS[2], 1)
+    return _ChatPieces(after_reply, rest)
+
+
+class Conversation:
+    """One env's episode as a growing chat: the ``"conversation"`` prompt format.
+
+    The first user message is the template's ``opening`` (the task, the first observation, the
+    instruction); every later turn appends the policy's reply *as generated* (its token ids, not a
+    re-tokenisation of its text) and a user message with the new observation. So a turn's prompt
+    ids are the previous prompt's, its reply's and a few new ones: a generation backend keeps the
+    previous prompt's KV cache and runs only the new tokens, and a trajectory's training rows nest
+    (each row's prompt and reply are the start of the next row's prompt), so one pass over the last
+    row scores them all. verl-agent's ``"window"`` format instead rewrites the step count near the
+    prompt's start every turn, and every turn pays for its whole ~800-token prompt.
+
+    ``list_actions`` adds the admissible actions to every user message; constrained decoding
+    offers them through the reply trie instead, so it can leave them out and keep turns short
+    (ALFWorld: ~60 tokens a turn against ~300 with the list). Over ``max_length`` the oldest
+    exchanges (reply + observation) go first; the opening always stays.
+    """
+
+    def __init__(self, builder: PromptBuilder, tokenizer, end_id: int, *, list_actions: bool = False):
+        self.builder, self.tokenizer, self.end_id, self.list_actions = builder, tokenizer, int(end_id), list_actions
+        self.pieces = _chat_pieces(tokenizer)
+        self.end_text = tokenizer.decode([self.end_id])
+        self.head: list[int] = []
+        self.exchanges: list[list[int]] = []
+        self._ids: list[int] = []
+
+    def _actions(self, admissible_actions: Sequence[str]) -> str:
+        if not self.list_actions:
+            return ""
+        return self.builder.template.actions_line.format(actions=self.builder.actions_text(admissible_actions))
+
+    def open(self, task: str, observation: str, admissible_actions: Sequence[str] = ()) -> None:
+        """Starts the chat with the opening user message (forgetting any earlier one)."""
+        builder = self.builder
+        text = builder.template.opening.format(
+            task=task, observation=builder.observation_text(observation),
+            actions=self._actions(admissible_actions), instruction=builder.instruction,
+        )
+        self.head = builder.chat_ids(self.tokenizer, text)
+        self.exchanges = []
+        self._ids = list(self.head)
+
+    def append(self, response_ids: Sequence[int], observation: str, admissible_actions: Sequence[str] = ()) -> None:
+        """Adds the policy's reply (closed with the end token when the reply was cut before it) and
+        the next observation's user message."""
+        reply = [int(t) for t in response_ids]
+        close = self.pieces.after_reply
+        if reply and reply[-1] == self.end_id and close.startswith(self.end_text):
+            close = close[len(self.end_text):]
+        text = close + self.builder.template.turn.format(
+            observation=self.builder.observation_text(observation), actions=self._actions(admissible_actions)
+        ) + self.pieces.before_reply
+        exchange = reply + self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        self.exchanges.append(exchange)
+        self._ids += exchange
+
+    def prompt(self, max_length: int | None = None) -> FittedPrompt:
+        """The ids of the chat so far, ending with the assistant's header; over ``max_length`` the
+        oldest exchanges are left out (counted in ``dropped``), down to the opening alone."""
+        if max_length is None or len(self._ids) <= max_length:
+            return FittedPrompt(list(self._ids), 0)
+        kept, total = len(self.exchanges), len(self._ids)
+        while kept and total > max_length:
+            total -= len(self.exchanges[len(self.exchanges) - kept])
+            kept -= 1
+        ids = list(self.head)
+        for exchange in self.exchanges[len(self.exchanges) - kept:]:
+            ids += exchange
+        return FittedPrompt(ids, len(self.exchanges) - kept)
 
 
 @dataclass(frozen=True)
