@@ -11,6 +11,7 @@ reruns on the same machine give the same numbers::
     python benchmarks/warmstart.py --save results/warmstart/alfworld-tiny
     python benchmarks/warmstart.py --eval-tasks 40   # first 40 tasks of each split
     python benchmarks/warmstart.py --device cuda --splits valid_seen   # ~1 min on a GPU
+    python benchmarks/warmstart.py --prompt-format conversation --threads 2   # the growing-chat prompts
     python benchmarks/warmstart.py --env rspo/WebShop-v0 --task-types '' --episodes 400 --epochs 3 \
         --history-length 2 --temperature 0 --eval-tasks 100 --save results/warmstart/webshop-tiny
 
@@ -58,12 +59,13 @@ SPLITS = {
 }
 
 
-def evaluate(policy: LLMPolicy, env_id: str, split: str, tasks: int, history_length: int, temperature: float, seed: int) -> dict:
+def evaluate(policy: LLMPolicy, env_id: str, split: str, tasks: int, history_length: int, temperature: float, seed: int,
+             prompt_format: str = "window") -> dict:
     """Constrained episodes of the split's first ``tasks`` tasks (greedy at temperature 0,
     else seeded sampling); success per task type (ALFWorld) and mean score."""
     venv = GroupedVectorEnv(env_id, num_groups=tasks, group_size=1, env_kwargs={"split": split})
     generation = GenerationConfig(temperature=temperature, seed=seed)
-    config = CollectConfig(generation=generation, constrained=True, history_length=history_length)
+    config = CollectConfig(generation=generation, constrained=True, history_length=history_length, prompt_format=prompt_format)
     start = time.perf_counter()
     rollout = collect(policy, venv, config, task_ids=list(range(tasks)))
     seconds = time.perf_counter() - start
@@ -92,6 +94,7 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=defaults.lr)
     parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
     parser.add_argument("--history-length", type=int, default=defaults.history_length)
+    parser.add_argument("--prompt-format", default=defaults.prompt_format, choices=("window", "conversation"))
     parser.add_argument("--warmup-steps", type=int, default=defaults.warmup_steps)
     parser.add_argument("--schedule", default=defaults.schedule, choices=("constant", "cosine"))
     parser.add_argument("--task-types", default=",".join(defaults.task_types or ()), help="comma-separated; empty: all")
@@ -113,6 +116,7 @@ def main() -> None:
         lr=args.lr,
         batch_size=args.batch_size,
         history_length=args.history_length,
+        prompt_format=args.prompt_format,
         warmup_steps=args.warmup_steps,
         schedule=args.schedule,
         task_types=tuple(args.task_types.split(",")) if args.task_types else None,
@@ -136,7 +140,8 @@ def main() -> None:
     results = {}
     for split in splits:
         size = sizes[split]
-        results[split] = evaluate(policy, args.env, split, min(args.eval_tasks or size, size), config.history_length, args.temperature, args.seed)
+        results[split] = evaluate(policy, args.env, split, min(args.eval_tasks or size, size), config.history_length, args.temperature, args.seed,
+                                  config.prompt_format)
         print(f"evaluated {split}: {results[split]['seconds']:.0f} s", flush=True)
     print(f"\n{'task type':34s}" + "".join(f"{split:>16s}" for split in splits))
     empty = {"won": 0, "tasks": 0, "success": 0.0}

@@ -56,7 +56,7 @@ import torch
 import rspo_gym  # noqa: F401  (registers the environments)
 from rspo_gym.policies.hf_backend import eos_token_ids
 from rspo_gym.policies.llm import LLMPolicy
-from rspo_gym.rollout.prompts import PromptBuilder, parse_action, template_for
+from rspo_gym.rollout.prompts import PROMPT_FORMATS, Conversation, PromptBuilder, parse_action, template_for
 from rspo_gym.rollout.trajectory import StepRow, to_batch
 
 __all__ = ["WarmStartConfig", "expert_demonstrations", "behaviour_clone", "warm_start"]
@@ -75,6 +75,7 @@ def expert_demonstrations(
     seed: int = 0,
     env_kwargs: dict | None = None,
     task_types: Sequence[str] | None = None,
+    prompt_format: str = "window",
 ) -> list[StepRow]:
     """Step rows of ``episodes`` expert episodes, rendered as the collector renders prompts.
 
@@ -93,7 +94,12 @@ def expert_demonstrations(
         seed: first reset seed.
         env_kwargs: ``gym.make`` keyword arguments (default: none, i.e. the train split).
         task_types: keep only episodes whose ``info["task_type"]`` is one of these.
+        prompt_format: ``"window"`` (``builder``'s prompts) or ``"conversation"`` (a
+            ``Conversation`` in ``builder``'s wording, without the action list, as the collector
+            builds it for constrained replies).
     """
+    if prompt_format not in PROMPT_FORMATS:
+        raise ValueError(f"prompt_format must be one of {PROMPT_FORMATS}, not {prompt_format!r}")
     builder = builder if builder is not None else PromptBuilder(template_for(env_id), history_length=2, think=False)
     if builder.think:
         raise ValueError("expert replies are bare actions: use a PromptBuilder with think=False")
@@ -108,12 +114,19 @@ def expert_demonstrations(
             if wanted is not None and info.get("task_type") not in wanted:
                 continue
             history: list[tuple[str, str]] = []
+            chat = None
+            if prompt_format == "conversation":
+                chat = Conversation(builder, tokenizer, end_token_id)
+                chat.open(info.get("task", ""), observation, info.get("admissible_actions", ()))
             done = False
             while not done:
                 reply = env.unwrapped.expert_action()
                 action = parse_action(reply, think=False, tail_chars=builder.template.tail_chars).action
-                prompt = builder.build(info.get("task", ""), observation, info.get("admissible_actions", ()), history)
-                prompt_ids = builder.chat_ids(tokenizer, prompt)
+                if chat is not None:
+                    prompt_ids = chat.prompt().ids
+                else:
+                    prompt = builder.build(info.get("task", ""), observation, info.get("admissible_actions", ()), history)
+                    prompt_ids = builder.chat_ids(tokenizer, prompt)
                 response_ids = tokenizer(reply, add_special_tokens=False)["input_ids"] + [end_token_id]
                 anchor = info.get("anchor", observation)
                 next_observation, reward, terminated, truncated, info = env.step(action)
@@ -137,6 +150,8 @@ def expert_demonstrations(
                 history.append((observation, action))
                 observation = next_observation
                 done = terminated or truncated
+                if chat is not None and not done:
+                    chat.append(response_ids, observation, info.get("admissible_actions", ()))
             played += 1
     finally:
         env.close()
@@ -159,6 +174,22 @@ def _length_buckets(rows: Sequence[StepRow], batch_size: int, generator: torch.G
     return [batches[k] for k in torch.randperm(len(batches), generator=generator).tolist()]
 
 
+def _episode_batches(rows: Sequence[StepRow], batch_size: int, generator: torch.Generator) -> list[list[int]]:
+    """Shuffled mini-batches of whole episodes (``traj_id``), each filled to at least ``batch_size``
+    rows: a conversation's rows nest, so a batch that holds its episodes whole runs one packed
+    sequence per episode (``LLMPolicy.forward``) instead of one per row."""
+    episodes: dict[int, list[int]] = {}
+    for index, row in enumerate(rows):
+        episodes.setdefault(row.traj_id, []).append(index)
+    order = [list(episodes.values())[k] for k in torch.randperm(len(episodes), generator=generator).tolist()]
+    batches: list[list[int]] = [[]]
+    for episode in order:
+        if len(batches[-1]) >= batch_size:
+            batches.append([])
+        batches[-1] += episode
+    return batches
+
+
 def behaviour_clone(
     policy: LLMPolicy,
     demos: Sequence[StepRow],
@@ -171,6 +202,7 @@ def behaviour_clone(
     weight_decay: float = 0.0,
     warmup_steps: int = 0,
     schedule: str = "constant",
+    whole_episodes: bool = False,
 ) -> list[dict]:
     """Fit the policy to the demonstrations' responses; returns one summary dict per epoch.
 
@@ -181,7 +213,9 @@ def behaviour_clone(
     AdamW step. The learning rate ramps up linearly over ``warmup_steps`` optimizer steps, then
     stays at ``lr`` (``schedule="constant"``) or follows a cosine decay to zero at the last step
     (``"cosine"``). Summary keys: ``epoch``, ``loss`` (the epoch's token-weighted mean, each batch
-    measured before its update), ``seconds`` and ``lr`` (at the epoch's end).
+    measured before its update), ``seconds`` and ``lr`` (at the epoch's end). ``whole_episodes``
+    batches whole episodes instead (``_episode_batches``: conversation demonstrations, whose rows
+    pack); the step count then follows the episodes, and ``batch_size`` is a batch's fewest rows.
     """
     if not demos:
         raise ValueError("behaviour_clone needs at least one demonstration row")
@@ -189,7 +223,8 @@ def behaviour_clone(
         raise ValueError(f"schedule must be 'constant' or 'cosine', not {schedule!r}")
     params = policy.parameters()
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
-    total_steps = epochs * math.ceil(len(demos) / batch_size)
+    batches = _episode_batches if whole_episodes else _length_buckets
+    total_steps = epochs * len(batches(demos, batch_size, torch.Generator().manual_seed(seed)))
 
     def factor(step: int) -> float:
         ramp = min(1.0, (step + 1) / warmup_steps) if warmup_steps > 0 else 1.0
@@ -206,7 +241,7 @@ def behaviour_clone(
         for epoch in range(epochs):
             start = time.perf_counter()
             total_loss, total_tokens = 0.0, 0.0
-            for batch_rows in _length_buckets(demos, batch_size, generator):
+            for batch_rows in batches(demos, batch_size, generator):
                 rows = [demos[i] for i in batch_rows]
                 tokens = float(sum(len(r.response_ids) for r in rows))
                 optimizer.zero_grad(set_to_none=True)
@@ -262,6 +297,9 @@ class WarmStartConfig:
     """Optimizer steps of linear learning-rate warm-up."""
     schedule: str = "cosine"
     """Learning rate after the warm-up: ``"cosine"`` decay to zero, or ``"constant"``."""
+    prompt_format: str = "window"
+    """The prompts cloned: ``"window"`` (verl-agent's, ``history_length`` steps) or
+    ``"conversation"`` (the growing chat; batches then hold whole episodes)."""
 
 
 def warm_start(policy: LLMPolicy, env_id: str, config: WarmStartConfig = WarmStartConfig()) -> list[dict]:
@@ -281,6 +319,7 @@ def warm_start(policy: LLMPolicy, env_id: str, config: WarmStartConfig = WarmSta
         seed=config.seed,
         env_kwargs=dict(config.env_kwargs),
         task_types=config.task_types,
+        prompt_format=config.prompt_format,
     )
     demo_seconds = time.perf_counter() - start
     history = behaviour_clone(
@@ -293,5 +332,6 @@ def warm_start(policy: LLMPolicy, env_id: str, config: WarmStartConfig = WarmSta
         max_grad_norm=config.max_grad_norm,
         warmup_steps=config.warmup_steps,
         schedule=config.schedule,
+        whole_episodes=config.prompt_format == "conversation",
     )
     return [dict(entry, rows=len(demos), demo_seconds=demo_seconds) for entry in history]
