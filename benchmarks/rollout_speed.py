@@ -9,7 +9,9 @@ time (a 1x1 vector env per task, as a per-env loop would). Temperature 1, seeded
 dominates), ``free`` replies are sampled freely up to ``--max-new-tokens`` (64: decoding
 dominates, as with ``<think>`` replies). ``--methods decode tree`` makes the constrained replies both
 ways (``HFBackend(constrained=...)``: a forward pass per reply token, or the allowed replies' trie
-scored in two passes) and prints their ratio. Reported: wall time, env steps/s, generated tokens/s
+scored in two passes); ``--prompt-formats window conversation`` prompts both ways (verl-agent's
+window, rewritten every turn, or the growing chat whose KV cache the backend keeps across turns).
+Every constrained row is also given as a ratio to decode + window, the path before either existed. Reported: wall time, env steps/s, generated tokens/s
 and the batched / sequential ratios of wall time and of generated tokens/s (sampled replies differ
 in length between the two runs, so the tokens/s ratio is the fairer one). Sequential runs are skipped above ``--sequential-max``
 (extrapolated from the per-env time of the largest measured size when asked for the ratio).
@@ -20,6 +22,8 @@ which would let the one-env-at-a-time run reuse the batched run's identical firs
 
     python benchmarks/rollout_speed.py --models tiny smollm2-135m --batches 1 8 32
     python benchmarks/rollout_speed.py --modes constrained --methods decode tree --batches 8 32 --sequential-max 0
+    python benchmarks/rollout_speed.py --modes constrained --methods decode tree --prompt-formats window conversation \
+        --batches 8 32 --turns 20 --sequential-max 0 --threads 2
     python benchmarks/rollout_speed.py --backend vllm --modes free --batches 8 32
 
 ``--vocab-compare`` measures instead the HF sampler's time per generated token step, free
@@ -65,10 +69,11 @@ from rspo_gym.policies.models import load_model  # noqa: E402
 from rspo_gym.rollout import CollectConfig, GroupedVectorEnv, collect  # noqa: E402
 
 
-def _run(policy, env_id: str, task_ids: list[int], turns: int, seed: int, mode: str, max_new_tokens: int) -> tuple[float, int, int]:
+def _run(policy, env_id: str, task_ids: list[int], turns: int, seed: int, mode: str, max_new_tokens: int,
+         prompt_format: str = "window") -> tuple[float, int, int]:
     venv = GroupedVectorEnv(env_id, num_groups=len(task_ids), group_size=1, env_kwargs={"split": "valid_seen"})
     generation = GenerationConfig(max_new_tokens=max_new_tokens, temperature=1.0, seed=seed)
-    config = CollectConfig(generation=generation, constrained=mode == "constrained", max_turns=turns)
+    config = CollectConfig(generation=generation, constrained=mode == "constrained", max_turns=turns, prompt_format=prompt_format)
     start = time.perf_counter()
     rollout = collect(policy, venv, config, task_ids=task_ids)
     elapsed = time.perf_counter() - start
@@ -91,17 +96,18 @@ def _policy(model_name: str, backend: str, method: str = "tree") -> LLMPolicy:
 
 
 def measure(policy: LLMPolicy, model_name: str, backend: str, mode: str, batches: list[int], turns: int, sequential_max: int, env_id: str, max_new_tokens: int,
-            method: str = "tree") -> list[dict]:
-    _run(policy, env_id, [0], 1, 0, mode, max_new_tokens)  # warm-up (kernels, caches)
+            method: str = "tree", prompt_format: str = "window") -> list[dict]:
+    _run(policy, env_id, [0], 1, 0, mode, max_new_tokens, prompt_format)  # warm-up (kernels, caches)
     results = []
     for batch in batches:
         ids = list(range(batch))
-        elapsed, steps, tokens = _run(policy, env_id, ids, turns, 1, mode, max_new_tokens)
+        elapsed, steps, tokens = _run(policy, env_id, ids, turns, 1, mode, max_new_tokens, prompt_format)
         row = {
             "model": model_name,
             "backend": backend,
             "mode": mode,
             "method": method if mode == "constrained" else "-",
+            "prompt_format": prompt_format,
             "batch": batch,
             "turns": turns,
             "batched_s": elapsed,
@@ -111,7 +117,7 @@ def measure(policy: LLMPolicy, model_name: str, backend: str, mode: str, batches
         if batch <= sequential_max:
             seq_time = seq_steps = seq_tokens = 0
             for task in ids:
-                t, s, k = _run(policy, env_id, [task], turns, 1, mode, max_new_tokens)
+                t, s, k = _run(policy, env_id, [task], turns, 1, mode, max_new_tokens, prompt_format)
                 seq_time, seq_steps, seq_tokens = seq_time + t, seq_steps + s, seq_tokens + k
             row.update(
                 sequential_s=seq_time,
@@ -221,7 +227,8 @@ def _format(row: dict) -> str:
         else f"{'-':>10} {'-':>7} {'-':>7}"
     )
     return (
-        f"{row['model']:14s} {row.get('backend', 'hf'):5s} {row['mode']:11s} {row.get('method', '-'):6s} {row['batch']:5d} {row['batched_s']:8.2f} s "
+        f"{row['model']:14s} {row.get('backend', 'hf'):5s} {row['mode']:11s} {row.get('method', '-'):6s} {row.get('prompt_format', 'window'):12s} "
+        f"{row['batch']:5d} {row['batched_s']:8.2f} s "
         f"{row['env_steps_per_s']:9.1f} {row['tokens_per_s']:9.1f}   {seq}"
     )
 
@@ -235,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--methods", nargs="+", choices=("tree", "decode"), default=["tree"],
                         help="how constrained replies are made (HFBackend's constrained=): both to compare them in one run")
+    parser.add_argument("--prompt-formats", nargs="+", choices=("window", "conversation"), default=["window"],
+                        help="prompt formats to measure (conversation: the growing chat, its KV cache kept across turns)")
     parser.add_argument("--sequential-max", type=int, default=32, help="largest batch also run one env at a time")
     parser.add_argument("--env", default="rspo/ALFWorld-v0")
     parser.add_argument("--backend", choices=("hf", "vllm"), default="hf", help="generation backend")
@@ -251,23 +260,26 @@ def main(argv: list[str] | None = None) -> int:
         out = args.out.with_name("sampler_vocab.json") if args.out == parser.get_default("out") else args.out
         write_json(out, {"threads": torch.get_num_threads(), **vocab_compare(torch.device(args.device), args.shape, args.layers)})
         return 0
-    print(f"{'model':14s} {'gen':5s} {'mode':11s} {'method':6s} {'batch':>5s} {'batched':>10s} {'steps/s':>9s} {'tok/s':>9s}   {'one-by-one':>10s} {'time':>7s} {'tok/s':>7s}")
+    print(f"{'model':14s} {'gen':5s} {'mode':11s} {'method':6s} {'prompts':12s} {'batch':>5s} {'batched':>10s} {'steps/s':>9s} {'tok/s':>9s}   {'one-by-one':>10s} {'time':>7s} {'tok/s':>7s}")
     results = []
     if args.backend == "vllm" and "constrained" in args.modes:
         parser.error("vLLM cannot constrain replies to the admissible actions: use --modes free")
     for name in args.models:
         for mode in args.modes:
             for method in args.methods if mode == "constrained" else args.methods[:1]:
-                policy = _policy(name, args.backend, method)
-                results += measure(policy, name, args.backend, mode, args.batches, args.turns, args.sequential_max, args.env,
-                                   args.max_new_tokens, method)
-                if hasattr(policy.backend, "shutdown"):
-                    policy.backend.shutdown()
-    for fast in (r for r in results if r["method"] == "tree"):
-        slow = next((r for r in results if r["method"] == "decode" and (r["model"], r["batch"]) == (fast["model"], fast["batch"])), None)
-        if slow is not None:
-            fast["speedup_over_decode"] = fast["env_steps_per_s"] / slow["env_steps_per_s"]
-            print(f"{fast['model']} constrained, {fast['batch']} envs: tree / decode = {fast['speedup_over_decode']:.2f}x env steps/s")
+                for prompt_format in args.prompt_formats:
+                    policy = _policy(name, args.backend, method)
+                    results += measure(policy, name, args.backend, mode, args.batches, args.turns, args.sequential_max, args.env,
+                                       args.max_new_tokens, method, prompt_format)
+                    if hasattr(policy.backend, "shutdown"):
+                        policy.backend.shutdown()
+    for fast in results:
+        key = (fast["model"], fast["mode"], fast["batch"])
+        slow = next((r for r in results if (r["method"], r["prompt_format"]) == ("decode", "window") and (r["model"], r["mode"], r["batch"]) == key), None)
+        if fast["mode"] == "constrained" and slow is not None and slow is not fast:
+            fast["speedup_over_decode_window"] = fast["env_steps_per_s"] / slow["env_steps_per_s"]
+            print(f"{fast['model']} constrained, {fast['batch']} envs: {fast['method']} + {fast['prompt_format']} / decode + window = "
+                  f"{fast['speedup_over_decode_window']:.2f}x env steps/s")
     write_json(args.out, {"env": args.env, "backend": args.backend, "threads": torch.get_num_threads(), "peak_rss_mb": peak_rss_mb(), "results": results})
     return 0
 

@@ -117,6 +117,8 @@ class ModelPreset:
     history_length: int = 2
     """Past steps in the prompts the weights were trained with (verl-agent's 2 for all but a clone
     trained otherwise); trainers prompt with it unless told otherwise."""
+    prompt_format: str = "window"
+    """The prompt format the weights were trained with (``rollout.prompts.PROMPT_FORMATS``)."""
 
 
 def _tiny(seed: int, cache_dir: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:

@@ -29,7 +29,7 @@ RUN_INFO_KEYS = ("env_id", "model")
 #: The fields of a run's config that say how its policy acted and was measured; ``rspo-gym eval``
 #: and ``rspo-gym compare`` reuse them so that a run is evaluated as it was trained.
 RUN_EVAL_FIELDS = (
-    "max_turns", "history_length", "think", "constrained", "max_new_tokens", "env_kwargs",
+    "max_turns", "history_length", "prompt_format", "think", "constrained", "max_new_tokens", "env_kwargs",
     "eval_temperature", "eval_split", "eval_tasks", "eval_task_ids", "eval_seed",
 )
 
@@ -59,6 +59,11 @@ class TrainerConfig:
     """Past (observation, action) pairs in the prompt; None: what the starting model was trained with
     (``tiny-alfworld``: 6; every other model: 2, verl-agent's value). A clone prompted with another
     history sees prompts it never saw in cloning."""
+    prompt_format: str | None = None
+    """``"window"``: verl-agent's prompt (task, step count, last ``history_length`` steps, rewritten
+    every turn); ``"conversation"``: the episode as a growing chat whose KV cache the policy keeps
+    across turns and whose rows one packed pass trains. None: what the starting model was trained
+    with (``tiny-alfworld-chat``: conversation; every other model: window)."""
     think: bool = False
     """Ask for <think>/<action> tags (True for real instruction models)."""
     constrained: bool = True

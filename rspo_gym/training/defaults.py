@@ -2,9 +2,9 @@
 
 - ``resolve_model``: ``"tiny"`` on ALFWorld or WebShop means that env's shipped warm start.
 - ``default_reward``: the env family's training reward (WebShop's score).
-- ``default_history_length``: the prompt history a model was trained with.
+- ``default_history_length``, ``default_prompt_format``: the prompts a model was trained with.
 - ``resolve_config``: a config with its None fields (``reward``, ``dense_outcome``,
-  ``history_length``) filled in.
+  ``history_length``, ``prompt_format``) filled in.
 
 A random 0.9M-parameter model wins no ALFWorld task in CPU minutes, and a clone prompted with a
 history it was not cloned with sees unfamiliar prompts, so a run configured with nothing starts
@@ -20,7 +20,7 @@ from typing import TypeVar
 from rspo_gym.training.config import TrainerConfig
 from rspo_gym.training.envs import env_family
 
-__all__ = ["WARM_STARTS", "resolve_model", "default_reward", "default_history_length", "resolve_config"]
+__all__ = ["WARM_STARTS", "resolve_model", "default_reward", "default_history_length", "default_prompt_format", "resolve_config"]
 
 #: The shipped warm start of each env family (``policies/models.py``'s presets).
 WARM_STARTS = {"alfworld": "tiny-alfworld", "webshop": "tiny-webshop"}
@@ -46,6 +46,13 @@ def default_reward(env_id: str | None) -> str:
     return "score" if env_family(env_id) == "webshop" else "outcome"
 
 
+def _preset(model: str | None):
+    """``model``'s built-in preset, or None (a policy object, a path, an unknown name)."""
+    from rspo_gym.policies.models import MODEL_ALIASES, MODEL_PRESETS
+
+    return MODEL_PRESETS.get(MODEL_ALIASES.get(model, model)) if model is not None else None
+
+
 def default_history_length(model: str | None) -> int:
     """The prompt history ``model`` was trained with: its preset's (``tiny-alfworld``: 6), else 2
     (verl-agent's, also for a policy object or a path, whose training history is unknown here).
@@ -53,19 +60,28 @@ def default_history_length(model: str | None) -> int:
     >>> default_history_length("tiny-alfworld"), default_history_length("tiny-webshop"), default_history_length(None)
     (6, 2, 2)
     """
-    from rspo_gym.policies.models import MODEL_ALIASES, MODEL_PRESETS
-
-    preset = MODEL_PRESETS.get(MODEL_ALIASES.get(model, model)) if model is not None else None
+    preset = _preset(model)
     return preset.history_length if preset is not None else 2
+
+
+def default_prompt_format(model: str | None) -> str:
+    """The prompt format ``model`` was trained with: its preset's, else verl-agent's window.
+
+    >>> default_prompt_format("tiny-alfworld-chat"), default_prompt_format("tiny-alfworld"), default_prompt_format(None)
+    ('conversation', 'window', 'window')
+    """
+    preset = _preset(model)
+    return preset.prompt_format if preset is not None else "window"
 
 
 def resolve_config(config: Config, env_id: str | None, model: str | None) -> Config:
     """``config`` with ``reward``, ``dense_outcome`` (both the env family's reward) and
-    ``history_length`` set from the env and the (resolved) model name where they are None; values
-    the user gave are kept."""
+    ``history_length`` and ``prompt_format`` set from the env and the (resolved) model name where
+    they are None; values the user gave are kept."""
     return replace(
         config,
         reward=config.reward if config.reward is not None else default_reward(env_id),
         dense_outcome=config.dense_outcome if config.dense_outcome is not None else default_reward(env_id),
         history_length=config.history_length if config.history_length is not None else default_history_length(model),
+        prompt_format=config.prompt_format if config.prompt_format is not None else default_prompt_format(model),
     )

@@ -417,6 +417,7 @@ class Trainer:
                 max_new_tokens=c.max_new_tokens, temperature=temperature, top_p=c.top_p, seed=seed
             ),
             history_length=c.history_length,
+            prompt_format=c.prompt_format or "window",
             think=c.think,
             constrained=c.constrained,
             max_turns=c.max_turns,
