@@ -379,7 +379,7 @@ def _quickstart(args: argparse.Namespace) -> int:
             env_id=args.env, base=args.base, swap=args.swap, model=args.model, warm_start=args.warm_start, task_type=args.task_type,
             train_tasks=args.train_tasks, eval_tasks=args.eval_tasks, eval_episodes=args.eval_episodes, eval_every=args.eval_every,
             time_limit_minutes=args.time_limit_minutes, iterations=args.iterations, output_dir=args.output_dir, seed=args.seed,
-            cpu_capability=None if args.cpu_capability == "native" else args.cpu_capability,
+            cpu_capability=None if args.cpu_capability == "native" else args.cpu_capability, prompt_format=args.prompt_format,
         )
     except (TypeError, ValueError) as err:  # before torch loads or any folder is made
         raise UserError(f"rspo-gym quickstart: {err}") from None
@@ -410,7 +410,10 @@ def build_parser() -> argparse.ArgumentParser:
     quick.add_argument("--base", choices=("grpo", "ppo", "gigpo"), default=defaults.base, help="RSPO's base algorithm")
     quick.add_argument("--swap", choices=("explorer", "rank", "anneal"), default=defaults.swap, help="RSPO's swap")
     quick.add_argument("--model", default=defaults.model,
-                       help="tiny-alfworld, tiny-webshop, tiny, smollm2-135m, an HF id or a local path (default: the env's clone)")
+                       help="tiny-alfworld-chat, tiny-alfworld, tiny-webshop, tiny, smollm2-135m, an HF id or a local path "
+                            "(default: the env's clone)")
+    quick.add_argument("--prompt-format", choices=("window", "conversation"), default=None,
+                       help="verl-agent's window prompt or the growing chat (default: what the model was trained with)")
     quick.add_argument("--warm-start", action="store_true", help="clone the expert first (~35-40 CPU minutes for tiny)")
     quick.add_argument("--task-type", default=defaults.task_type, help="ALFWorld task type of the task set")
     quick.add_argument("--train-tasks", type=int, default=defaults.train_tasks, help="size of the training task set")

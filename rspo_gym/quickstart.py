@@ -54,6 +54,9 @@ QUICKSTART_LIMITS = {"train_tasks": 1000, "eval_tasks": 10_000, "eval_episodes":
 MAX_EVAL_EPISODES = 65_536
 
 
+#: The quick start's starting model per env family: the shipped clones (``policies/models.py``).
+QUICKSTART_MODELS = {"alfworld": "tiny-alfworld-chat", "webshop": "tiny-webshop"}
+
 #: ``QuickstartConfig.cpu_capability``'s values (None: torch's own choice).
 CPU_CAPABILITIES = ("avx2", "avx512", "default", None)
 
@@ -104,7 +107,9 @@ class QuickstartConfig:
     warm_start: bool = False
     """Clone the expert before RL (``WarmStartConfig`` defaults: ~35-40 CPU minutes for ``tiny``)."""
     history_length: int | None = None
-    """Past steps in the prompt; None: what the env's clone was trained with (ALFWorld 6, WebShop 2)."""
+    """Past steps in a window prompt; None: what the model was trained with (its preset's, else 2)."""
+    prompt_format: str | None = None
+    """``"window"`` or ``"conversation"`` prompts; None: what the model was trained with (its preset's)."""
     task_type: str = "pick_and_place_simple"
     """ALFWorld task type of the small task set."""
     train_tasks: int = 64
@@ -157,6 +162,8 @@ class QuickstartConfig:
                              f"got {self.eval_tasks} x {self.eval_episodes}")
         if isinstance(self.eval_every, bool) or not isinstance(self.eval_every, int) or self.eval_every < 0:
             raise ValueError(f"eval_every must be an integer >= 0 (0: only at the start and the end), got {self.eval_every!r}")
+        if self.prompt_format not in ("window", "conversation", None):
+            raise ValueError(f"prompt_format must be 'window', 'conversation' or None (the model's), got {self.prompt_format!r}")
         if self.cpu_capability not in CPU_CAPABILITIES:
             raise ValueError(f"cpu_capability must be one of {CPU_CAPABILITIES}, got {self.cpu_capability!r}")
         if self.time_limit_minutes is not None and not self.time_limit_minutes > 0:
@@ -184,12 +191,15 @@ def _is_alfworld(config: QuickstartConfig) -> bool:
 
 
 def resolved(config: QuickstartConfig) -> QuickstartConfig:
-    """``config`` with its env-dependent defaults (model, history length) filled in."""
-    alfworld = _is_alfworld(config)
+    """``config`` with its env- and model-dependent defaults (model, prompt format, history) filled in."""
+    from rspo_gym.training.defaults import default_history_length, default_prompt_format
+
+    model = config.model or (QUICKSTART_MODELS["alfworld"] if _is_alfworld(config) else QUICKSTART_MODELS["webshop"])
     return replace(
         config,
-        model=config.model or ("tiny-alfworld" if alfworld else "tiny-webshop"),
-        history_length=config.history_length if config.history_length is not None else (6 if alfworld else 2),
+        model=model,
+        history_length=config.history_length if config.history_length is not None else default_history_length(model),
+        prompt_format=config.prompt_format if config.prompt_format is not None else default_prompt_format(model),
     )
 
 
@@ -324,7 +334,7 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, A
     policy = LLMPolicy(network, tokenizer, value_head=config.base == "ppo", seed=config.seed)
     warm_history: list[dict] = []
     if config.warm_start:
-        warm = WarmStartConfig(seed=config.seed, history_length=config.history_length)
+        warm = WarmStartConfig(seed=config.seed, history_length=config.history_length, prompt_format=config.prompt_format)
         if _is_alfworld(config):
             warm = replace(warm, task_types=(config.task_type,))
         else:  # WebShop goals have no task types; clone on the train goals (as tiny-webshop was)
@@ -339,6 +349,7 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, A
     trainer = RSPOTrainer(
         config.env_id, model=policy, base=config.base, swap=config.swap, seed=config.seed,
         iterations=config.iterations, eval_every=0, output_dir=str(out), history_length=config.history_length,
+        prompt_format=config.prompt_format,
         **{**task_sets(config), **config.trainer_overrides, "eval_seed": config.seed + 1000},
     )
     ref = REFERENCE_SECONDS
