@@ -659,7 +659,7 @@ class HFBackend:
         longest, then one pass over the rest of every prefix, right-padded too. A new token sees its
         row's kept tokens and its row's new tokens up to itself, at positions continuing the kept
         ones; a padding token sees itself only."""
-        from transformers import DynamicCache
+        from transformers import DynamicCache  # here: the action scorer imports this module without transformers
 
         rows, start = len(prefixes), max(k for k, _ in hits)
         cache = DynamicCache()
@@ -668,7 +668,7 @@ class HFBackend:
             for b, (k, layers) in enumerate(hits):
                 if k:
                     past[0][b, :, :k], past[1][b, :, :k] = layers[i]
-            cache.update(past[0].to(device), past[1].to(device), i)
+            cache.update(*past, i)
         suffixes = [prefix[k:] for prefix, (k, _) in zip(prefixes, hits)]
         width = max(map(len, suffixes))
         if not width:
