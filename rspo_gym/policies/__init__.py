@@ -4,7 +4,9 @@ Most modules need the ``[llm]`` extra (torch, transformers, peft).
 
 - ``logprobs.py``: log-probs and entropies under the tempered, optionally restricted softmax (pure
   tensor functions that ``llm.py`` and ``hf_backend.py`` both use).
-- ``hf_backend.py``: batched transformers generation with exact behaviour log-probs.
+- ``hf_backend.py``: batched transformers generation with exact behaviour log-probs;
+  ``tree_scoring.py``: constrained replies scored over their token trie; ``prefix_cache.py``:
+  prompts' keys and values kept for the next turn's prompt.
 - ``vllm_backend.py``: the optional vLLM backend (``[vllm]`` extra); ``vllm_server.py``: generation
   on a separate ``vllm serve`` process.
 - ``llm.py``: ``LLMPolicy`` (acting, teacher-forced log-probs, value head, LoRA).

@@ -2,7 +2,8 @@
 
 - ``adapter_parameters``: the parameters of one named adapter.
 - ``active_adapter`` / ``adapters_disabled``: contexts that route a forward pass through one
-  adapter, or through the bare base model (the KL reference of a LoRA learner).
+  adapter, or through the bare base model (the KL reference of a LoRA learner); ``adapter_routing``
+  says which routing is on.
 - ``merged_weights``: the base model's checkpoint with an adapter folded in (``W + ΔW``), for a
   vLLM engine or a plain export, computed without modifying the model; ``save_merged`` writes it.
 
@@ -19,7 +20,9 @@ from typing import Any, Iterator
 
 import torch
 
-__all__ = ["is_peft", "adapter_parameters", "active_adapter", "adapters_disabled", "merged_weights", "save_merged"]
+__all__ = [
+    "is_peft", "adapter_parameters", "active_adapter", "adapters_disabled", "adapter_routing", "merged_weights", "save_merged",
+]
 
 
 def is_peft(model: Any) -> bool:
@@ -50,6 +53,14 @@ def active_adapter(model: Any, adapter: str | None) -> Iterator[None]:
 def adapters_disabled(model: Any):
     """A context in which ``model`` computes with its base weights only (peft's ``disable_adapter``)."""
     return model.disable_adapter() if is_peft(model) else nullcontext()
+
+
+def adapter_routing(model: Any) -> tuple:
+    """Which adapters a forward pass of ``model`` runs through now (hashable; empty without peft):
+    its active adapters, and whether ``adapters_disabled`` bypasses them."""
+    if not is_peft(model):
+        return ()
+    return tuple(model.active_adapters), bool(getattr(model, "_adapters_disabled", False))
 
 
 def merged_weights(model: Any, adapter: str | None = None) -> list[tuple[str, Any]]:

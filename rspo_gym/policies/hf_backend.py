@@ -1,7 +1,8 @@
 """Batched generation with a transformers causal LM, with exact behaviour log-probs.
 
 - ``HFBackend``: left-padded batched sampling (temperature, top-p, seed) with a KV cache, and
-  optional constrained decoding to given action strings (a token-prefix trie per row).
+  optional constrained decoding to given action strings (a token-prefix trie per row); inside its
+  ``session`` a prompt extending an earlier one reuses that one's keys and values.
 - ``ActionTrie``: the prefix trie of token-id sequences used for constraining.
 - ``allowed_token_ids``: the ids allowed at each position of a constrained reply, the same lists
   ``HFBackend`` records, so a trainer can rebuild the mask of any reply.
@@ -27,11 +28,14 @@ from __future__ import annotations
 
 import inspect
 import math
-from typing import Sequence
+from contextlib import contextmanager
+from typing import Iterator, Sequence
 
 import torch
 
+from rspo_gym.policies.adapters import adapter_routing
 from rspo_gym.policies.logprobs import _allowed_logits, _tempered, restricted_logprobs
+from rspo_gym.policies.prefix_cache import PrefixCache
 from rspo_gym.policies.tree_scoring import FlatTrie, attention_kind, child_logits, flatten, supports_tree_mask, tree_inputs
 from rspo_gym.rollout.generation import GenerationConfig, GenerationOutput
 
@@ -71,9 +75,14 @@ class ActionTrie:
 
     @classmethod
     def from_texts(cls, tokenizer, texts: Sequence[str], end_id: int) -> "ActionTrie":
-        if not texts:
+        return cls.from_ids([tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts], end_id)
+
+    @classmethod
+    def from_ids(cls, replies: Sequence[Sequence[int]], end_id: int) -> "ActionTrie":
+        """The trie of replies given as token ids (without the end token)."""
+        if not replies:
             raise ValueError("constrained decoding needs at least one allowed reply")
-        return cls([tokenizer(t, add_special_tokens=False)["input_ids"] + [end_id] for t in texts])
+        return cls([list(ids) + [end_id] for ids in replies])
 
     @staticmethod
     def choices(node: dict) -> list[int]:
@@ -110,6 +119,9 @@ def _nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
 
 #: ``HFBackend``'s ways of constraining replies (see its ``constrained`` argument).
 CONSTRAINED_METHODS = ("tree", "decode")
+
+#: Most allowed-reply texts whose token ids an ``HFBackend`` remembers (``HFBackend._tries``).
+REPLY_MEMO_SIZE = 65536
 
 #: One generator for the batch, or one per row (``GenerationConfig.row_seeds``: a row's draws then
 #: do not depend on which other rows share its batch).
@@ -282,11 +294,17 @@ class HFBackend:
         max_padding: under ``"tree"``, the most padding a prompt batch may add, as a fraction of its
             real tokens: prompts are sorted by length and a new batch starts where the next prompt
             would pad more (on a CPU a batch of one prompt is nearly as fast per token as 32).
+        prefix_cache_bytes: inside a ``session``, the most bytes of prompts' keys and values kept
+            for later prompts that extend them (least recently used first out).
+
+    ``prefix_stats`` counts, over every session, the tokens of the prompts ``"tree"`` scoring ran
+    (``"prompt_tokens"``: each distinct prompt but its last token) and those of them whose keys and
+    values it reused instead of computing them (``"reused_tokens"``).
     """
 
     def __init__(
         self, model, tokenizer, *, seed: int = 0, micro_batch_size: int = 64, max_batch_tokens: int = 65536,
-        constrained: str = "tree", max_padding: float = 0.25,
+        constrained: str = "tree", max_padding: float = 0.25, prefix_cache_bytes: int = 1 << 30,
     ):
         if constrained not in CONSTRAINED_METHODS:
             raise ValueError(f"constrained must be one of {CONSTRAINED_METHODS}, not {constrained!r}")
@@ -299,6 +317,10 @@ class HFBackend:
         self.max_padding = max_padding
         self.seed = seed
         self._generators: dict[torch.device, torch.Generator] = {}
+        self.prefix_cache_bytes = prefix_cache_bytes
+        self.prefix_stats = {"prompt_tokens": 0, "reused_tokens": 0}
+        self._prefixes: PrefixCache | None = None  # open while a session is
+        self._reply_ids: dict[str, list[int]] = {}  # allowed text -> its token ids (``_tries``)
 
     def generator(self, device: torch.device, seed: int | None = None) -> torch.Generator:
         """A fresh generator on ``device`` seeded with ``seed``, or the backend's own for that device.
@@ -314,6 +336,52 @@ class HFBackend:
 
     def sync_weights(self) -> None:
         """Nothing to do: generation reads the trained model itself."""
+
+    @contextmanager
+    def session(self) -> Iterator[None]:
+        """A context in which ``"tree"`` scoring keeps each prompt's keys and values, so that a later
+        prompt extending one (the next turn of a conversation) runs only its new tokens
+        (``prefix_cache``); a session opened inside another is that one. Outside a session nothing
+        is kept and scoring is exactly the same as without one.
+
+        What is kept is dropped when the model would compute other keys and values: a parameter
+        modified in place (an optimizer step, ``load_state_dict``; writes through ``.data`` are
+        invisible to its version counter), another adapter routing, another autocast.
+        """
+        if self._prefixes is not None:
+            yield
+            return
+        self._prefixes = PrefixCache(self.prefix_cache_bytes)
+        try:
+            yield
+        finally:
+            self._prefixes = None
+
+    def _fingerprint(self) -> tuple:
+        """What the model's keys and values depend on besides its inputs (see ``session``)."""
+        first = next(self.model.parameters())
+        kind = first.device.type
+        return (
+            tuple(p._version for p in self.model.parameters()), first.device, first.dtype, adapter_routing(self.model),
+            torch.is_autocast_enabled(kind) and torch.get_autocast_dtype(kind),
+        )
+
+    def _tries(self, allowed: Sequence[Sequence[str]]) -> list[ActionTrie]:
+        """``ActionTrie.from_texts`` of each list of replies, tokenising each text once per backend.
+
+        A rollout offers the same commands at every turn of every row (~30 texts x 32 rows a turn):
+        tokenising them every time cost ~25 ms a turn on a CPU, 40x the memo's look-ups. New texts
+        are tokenised in one batched call; the memo forgets its oldest texts beyond
+        ``REPLY_MEMO_SIZE``.
+        """
+        memo = self._reply_ids
+        missing = list(dict.fromkeys(text for texts in allowed for text in texts if text not in memo))
+        if missing:
+            memo.update(zip(missing, self.tokenizer(missing, add_special_tokens=False)["input_ids"]))
+        tries = [ActionTrie.from_ids([memo[text] for text in texts], self.eos_ids[0]) for texts in allowed]
+        for _ in range(len(memo) - REPLY_MEMO_SIZE):
+            del memo[next(iter(memo))]
+        return tries
 
     def chunks(self, lengths: Sequence[int], max_padding: float | None = None) -> list[list[int]]:
         """Prompt indices grouped by similar length, each chunk within the row and token budgets.
@@ -388,7 +456,7 @@ class HFBackend:
         positions = position_ids(attention)
         nodes, max_new_tokens = None, config.max_new_tokens
         if allowed is not None:  # a constrained reply always completes, whatever max_new_tokens says
-            tries = [ActionTrie.from_texts(self.tokenizer, a, self.eos_ids[0]) for a in allowed]
+            tries = self._tries(allowed)
             nodes = [trie.root for trie in tries]
             max_new_tokens = max(max_new_tokens, max(trie.depth for trie in tries))
         eos = torch.tensor(self.eos_ids, device=device)
@@ -459,7 +527,7 @@ class HFBackend:
                 unique[key] = len(first)
                 first.append(row)
             which.append(unique[key])
-        tries = [ActionTrie.from_texts(self.tokenizer, allowed[first[u]], self.eos_ids[0]) for u in range(len(unique))]
+        tries = self._tries([allowed[u] for u in first])
         flat = [flatten(trie.root, prompt_ids[first[u]][-1]) for u, trie in enumerate(tries)]
         node_logits: list[torch.Tensor] = [torch.empty(0)] * len(unique)
         for chunk in self.chunks([len(prompt_ids[first[u]]) for u in range(len(unique))], self.max_padding):
@@ -514,28 +582,108 @@ class HFBackend:
 
     def _tree_scores(self, prompts: Sequence[Sequence[int]], tries: Sequence[FlatTrie], device: torch.device) -> list[torch.Tensor]:
         """Each trie's ``child_logits`` (``tree_scoring``): one pass over the prompts but their last
-        tokens, right-padded and unmasked, then one over the tries, reading the final hidden states.
+        tokens (``_prefill``, or inside a session ``_prefill_reusing``), then one over the tries,
+        reading the final hidden states.
 
-        Both passes call the model itself, not its decoder, as a sharding engine (FSDP2) needs its
+        Every pass calls the model itself, not its decoder, as a sharding engine (FSDP2) needs its
         root module's hooks; ``logits_to_keep=1`` keeps its vocabulary-wide head to one position.
         """
         model = self.model
         prefixes = [list(p[:-1]) for p in prompts]
-        width = max(map(len, prefixes))
-        cache_kwargs = {}
-        if width:
-            ids = torch.full((len(prefixes), width), self.pad_id, dtype=torch.long)
-            for b, prefix in enumerate(prefixes):
-                ids[b, :len(prefix)] = torch.tensor(prefix, dtype=torch.long)
-            positions = torch.arange(width).expand(len(prefixes), width)
-            out = model(input_ids=ids.to(device), position_ids=positions.to(device), use_cache=True, logits_to_keep=1)
-            cache_kwargs = {_cache_argument(model): _cache_of(out)}
-        inputs = tree_inputs([len(p) for p in prefixes], tries, width, self.pad_id)
-        mask = inputs["attention_mask"].to(device)
-        if attention_kind(model) == "eager":  # eager attention adds its mask to the scores
-            mask = torch.zeros(mask.shape, device=device).masked_fill_(~mask, torch.finfo(torch.float32).min)
+        if self._prefixes is None:
+            cache, visible = self._prefill(prefixes, device), None
+        else:
+            cache, visible = self._prefill_reusing(prefixes, device)
+        width = 0 if cache is None else cache.get_seq_length()
+        inputs = tree_inputs([len(p) for p in prefixes], tries, width, self.pad_id, visible)
         hidden = model(
-            input_ids=inputs["input_ids"].to(device), position_ids=inputs["position_ids"].to(device), attention_mask=mask,
-            use_cache=bool(width), logits_to_keep=1, output_hidden_states=True, **cache_kwargs,
+            input_ids=inputs["input_ids"].to(device), position_ids=inputs["position_ids"].to(device),
+            attention_mask=self._attention_mask(inputs["attention_mask"], device), use_cache=cache is not None,
+            logits_to_keep=1, output_hidden_states=True, **({} if cache is None else {_cache_argument(model): cache}),
         ).hidden_states[-1]
         return child_logits(hidden, model.get_output_embeddings(), tries)
+
+    def _attention_mask(self, mask: torch.Tensor, device: torch.device) -> torch.Tensor:
+        """A boolean 4D mask as the model's attention takes it: eager attention adds its mask to the scores."""
+        mask = mask.to(device)
+        if attention_kind(self.model) == "eager":
+            mask = torch.zeros(mask.shape, device=device).masked_fill_(~mask, torch.finfo(torch.float32).min)
+        return mask
+
+    def _prefill(self, prefixes: Sequence[Sequence[int]], device: torch.device):
+        """The model's cache after ``prefixes``, right-padded and run unmasked (``tree_scoring``), or
+        None when every prefix is empty."""
+        width = max(map(len, prefixes))
+        if not width:
+            return None
+        ids = torch.full((len(prefixes), width), self.pad_id, dtype=torch.long)
+        for b, prefix in enumerate(prefixes):
+            ids[b, :len(prefix)] = torch.tensor(prefix, dtype=torch.long)
+        positions = torch.arange(width).expand(len(prefixes), width)
+        return _cache_of(self.model(input_ids=ids.to(device), position_ids=positions.to(device), use_cache=True, logits_to_keep=1))
+
+    def _prefill_reusing(self, prefixes: Sequence[Sequence[int]], device: torch.device):
+        """``_prefill`` inside a session: the cache, the columns of it each row sees (``tree_inputs``'s
+        ``visible``), and each prefix's keys and values kept for later prompts.
+
+        Each prefix starts from the longest kept one it extends (``_extend``), unless the chunk would
+        reuse less than half its tokens: the masked pass is slower per token than the fused causal
+        one, so then every row runs whole, as outside a session.
+        """
+        kept = self._prefixes
+        kept.validate(self._fingerprint())
+        hits = [kept.longest(p) for p in prefixes]
+        total, reused = sum(map(len, prefixes)), sum(k for k, _ in hits)
+        self.prefix_stats["prompt_tokens"] += total
+        if not reused or 2 * reused < total:
+            hits = [(0, None)] * len(prefixes)
+            cache = self._prefill(prefixes, device)
+        else:
+            self.prefix_stats["reused_tokens"] += reused
+            cache = self._extend(prefixes, hits, device)
+        start = max(k for k, _ in hits)  # the first column of the new tokens
+        visible = torch.zeros(len(prefixes), 0 if cache is None else cache.get_seq_length(), dtype=torch.bool)
+        for b, (prefix, (k, _)) in enumerate(zip(prefixes, hits)):
+            end = start + len(prefix) - k
+            visible[b, :k] = visible[b, start:end] = True
+            if end > start and prefix not in kept:  # a row's own copy: an entry must not hold the batch's tensors
+                kept.put(prefix, [
+                    tuple(torch.cat([t[b, :, :k], t[b, :, start:end]], dim=1) for t in (layer.keys, layer.values))
+                    for layer in cache.layers
+                ])
+        return cache, visible
+
+    def _extend(self, prefixes: Sequence[Sequence[int]], hits, device: torch.device):
+        """The cache after ``prefixes`` given ``hits`` (per prefix, the length of its kept start and
+        that start's layers, ``(0, None)`` when none): the kept keys and values right-padded to the
+        longest, then one pass over the rest of every prefix, right-padded too. A new token sees its
+        row's kept tokens and its row's new tokens up to itself, at positions continuing the kept
+        ones; a padding token sees itself only."""
+        from transformers import DynamicCache  # here: the action scorer imports this module without transformers
+
+        rows, start = len(prefixes), max(k for k, _ in hits)
+        cache = DynamicCache()
+        for i, (keys, values) in enumerate(next(layers for k, layers in hits if k)):
+            past = [t.new_zeros(rows, t.shape[0], start, t.shape[2]) for t in (keys, values)]
+            for b, (k, layers) in enumerate(hits):
+                if k:
+                    past[0][b, :, :k], past[1][b, :, :k] = layers[i]
+            cache.update(*past, i)
+        suffixes = [prefix[k:] for prefix, (k, _) in zip(prefixes, hits)]
+        width = max(map(len, suffixes))
+        if not width:
+            return cache
+        ids = torch.full((rows, width), self.pad_id, dtype=torch.long)
+        positions = torch.arange(width).repeat(rows, 1)
+        mask = torch.zeros((rows, 1, width, start + width), dtype=torch.bool)
+        mask[:, 0, :, start:] = torch.eye(width, dtype=torch.bool)
+        causal = torch.ones(width, width, dtype=torch.bool).tril()
+        for b, (suffix, (k, _)) in enumerate(zip(suffixes, hits)):
+            ids[b, :len(suffix)] = torch.tensor(suffix, dtype=torch.long)
+            positions[b] += k
+            mask[b, 0, :len(suffix), :k] = True
+            mask[b, 0, :len(suffix), start:start + len(suffix)] = causal[:len(suffix), :len(suffix)]
+        return _cache_of(self.model(
+            input_ids=ids.to(device), position_ids=positions.to(device), attention_mask=self._attention_mask(mask, device),
+            use_cache=True, logits_to_keep=1, **{_cache_argument(self.model): cache},
+        ))

@@ -18,6 +18,7 @@ backward; ``LLMPolicy.logprobs`` and the trainer run micro-batches cut to their 
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -150,6 +151,12 @@ class LLMPolicy:
                 with self.autocast():
                     return self.backend.generate(prompt_ids, config, allowed)
             return self.backend.generate(prompt_ids, config, allowed)
+
+    def generation_session(self):
+        """A context over the turns of a rollout in which the backend may reuse earlier prompts'
+        work (``HFBackend.session``); a backend without sessions gets a no-op context."""
+        session = getattr(self.backend, "session", None)
+        return session() if session is not None else nullcontext()
 
     def sync_weights(self) -> None:
         """Push freshly trained weights to the generation backend (no-op for ``HFBackend``)."""

@@ -11,7 +11,10 @@ decoder would have seen there, so sampling can walk the trie afterwards with the
 
 Prompts are right-padded in the first pass and run without a mask: under a causal mask a real
 token never sees the padding after it, and PyTorch's attention takes its fused causal path, which
-a padding mask would rule out. The second pass masks that padding out of the cache.
+a padding mask would rule out. The second pass masks that padding out of the cache. Inside an
+``HFBackend.session`` a prompt that extends one already run runs only its new tokens, after the kept
+keys and values (``prefix_cache``), and its cache has padding between the two: the second pass then
+takes the columns each row sees as a mask.
 """
 
 from __future__ import annotations
@@ -104,12 +107,16 @@ def _ancestry(parents: Sequence[int]) -> torch.Tensor:
     return seen
 
 
-def tree_inputs(prefix_lengths: Sequence[int], tries: Sequence[FlatTrie], cache_width: int, pad_id: int) -> dict[str, torch.Tensor]:
+def tree_inputs(
+    prefix_lengths: Sequence[int], tries: Sequence[FlatTrie], cache_width: int, pad_id: int, visible: torch.Tensor | None = None,
+) -> dict[str, torch.Tensor]:
     """The second pass's ``input_ids``, ``position_ids`` and boolean 4D ``attention_mask``.
 
     Row ``b``'s cache holds ``prefix_lengths[b]`` real prompt tokens then padding up to
-    ``cache_width``; its queries are ``tries[b]``'s, right-padded. A padding query attends to itself
-    only, so no attention row is empty (an empty row would be NaN).
+    ``cache_width``; or, when ``visible`` (``(rows, cache_width)`` bool) is given, its real tokens
+    are the columns ``visible[b]`` marks, in order (a cache extending reused keys and values has
+    padding between the reused and the new ones). Its queries are ``tries[b]``'s, right-padded. A
+    padding query attends to itself only, so no attention row is empty (an empty row would be NaN).
     """
     rows, width = len(tries), max(len(t.tokens) for t in tries)
     ids = torch.full((rows, width), pad_id, dtype=torch.long)
@@ -120,7 +127,10 @@ def tree_inputs(prefix_lengths: Sequence[int], tries: Sequence[FlatTrie], cache_
         size = len(trie.tokens)
         ids[b, :size] = torch.tensor(trie.tokens, dtype=torch.long)
         positions[b, :size] = length + torch.tensor(trie.depths, dtype=torch.long)
-        mask[b, 0, :size, :length] = True
+        if visible is None:
+            mask[b, 0, :size, :length] = True
+        else:
+            mask[b, 0, :size, :cache_width] = visible[b]
         mask[b, 0, :size, cache_width:cache_width + size] = _ancestry(trie.parents)
     return {"input_ids": ids, "position_ids": positions, "attention_mask": mask}
 
