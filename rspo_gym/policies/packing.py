@@ -54,14 +54,16 @@ def _prefix_hashes(ids: torch.Tensor) -> torch.Tensor:
     return (ids * weights).cumsum(1)
 
 
-def nested_hosts(ids: torch.Tensor, lengths: Sequence[int]) -> list[int]:
+def nested_hosts(ids: torch.Tensor, lengths: Sequence[int], block: int = 256) -> list[int]:
     """Each row's host: the longest row whose first ``lengths[i]`` ids are row ``i``'s (``i`` itself
     when no other row is; of equal rows, the first).
 
     ``ids`` is ``(rows, width)`` with row ``i``'s real ids in columns ``0 .. lengths[i] - 1``
-    (``alignment.start_aligned``'s layout). Rows are visited longest first and compared with the
-    hosts found so far whose prefix hash matches: the prefix relation is transitive, so a row
-    nested in a member of a chain is nested in its host.
+    (``alignment.start_aligned``'s layout). Rows are visited longest first and matched, by prefix
+    hash, to the hosts found so far: the prefix relation is transitive, so a row nested in a member
+    of a chain is nested in its host. The hash is compared ``block`` rows at a time (a rollout's
+    thousands of rows never make a ``rows x rows`` tensor), and every match is verified at once by
+    an equality of the ids; a row whose match fails (a collision) is its own host.
 
     >>> ids = torch.tensor([[1, 2, 3, 0], [1, 2, 3, 4], [1, 5, 0, 0], [1, 2, 0, 0]])
     >>> nested_hosts(ids, [3, 4, 2, 2])
@@ -70,21 +72,24 @@ def nested_hosts(ids: torch.Tensor, lengths: Sequence[int]) -> list[int]:
     rows = len(lengths)
     order = sorted(range(rows), key=lambda i: -lengths[i])
     rank = {i: k for k, i in enumerate(order)}
-    last = (torch.as_tensor(lengths, dtype=torch.long) - 1).clamp(min=0).to(ids.device)
+    real = torch.as_tensor(lengths, dtype=torch.long).to(ids.device)
+    last = (real - 1).clamp(min=0)
     hashes = _prefix_hashes(ids)
-    # (j, i): row j's first lengths[i] ids hash as row i's real ids
-    pairs = (hashes[:, last] == hashes[torch.arange(rows, device=ids.device), last][None, :]).nonzero().tolist()
-    candidates: dict[int, list[int]] = {}
-    for j, i in pairs:
-        if rank[j] < rank[i]:  # visited before i: at least as long
-            candidates.setdefault(i, []).append(j)
+    whole = hashes.gather(1, last[:, None]).squeeze(1)
+    candidates: dict[int, list[int]] = {}  # row -> rows visited before it whose prefix hashes as it
+    for start in range(0, rows, block):
+        for j, i in (hashes[:, last[start:start + block]] == whole[None, start:start + block]).nonzero().tolist():
+            if rank[j] < rank[start + i]:
+                candidates.setdefault(start + i, []).append(j)
     host = list(range(rows))
     for i in order:
-        n = lengths[i]
-        for h in sorted(candidates.get(i, ()), key=rank.__getitem__):
-            if host[h] == h and torch.equal(ids[h, :n], ids[i, :n]):
-                host[i] = h
-                break
+        host[i] = next((h for h in sorted(candidates.get(i, ()), key=rank.__getitem__) if host[h] == h), i)
+    if host == list(range(rows)):
+        return host
+    columns = torch.arange(ids.shape[1], device=ids.device)
+    same = (ids.index_select(0, torch.as_tensor(host, device=ids.device)) == ids) | (columns[None, :] >= real[:, None])
+    for i in (~same.all(1)).nonzero().flatten().tolist():
+        host[i] = i
     return host
 
 

@@ -96,6 +96,15 @@ def test_hosts_and_offsets_of_small_id_lists():
     assert lone.hosts == [0, 1] and not lone.packs
 
 
+def test_a_hash_collision_never_makes_a_wrong_host(monkeypatch):
+    import rspo_gym.policies.packing as module
+
+    ids = torch.tensor([[1, 2, 3, 0], [1, 2, 3, 4], [1, 5, 0, 0], [1, 2, 0, 0], [7, 0, 0, 0]])
+    right = nested_hosts(ids, [3, 4, 2, 2, 1])
+    monkeypatch.setattr(module, "_prefix_hashes", torch.zeros_like)  # every prefix collides with every other
+    assert nested_hosts(ids, [3, 4, 2, 2, 1]) == right == [1, 1, 2, 1, 4]
+
+
 # ----------------------------------------------------------------------------- scores and gradients
 @pytest.mark.parametrize("constrained", [False, True], ids=["free", "constrained"])
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
