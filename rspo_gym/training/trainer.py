@@ -666,8 +666,8 @@ class Trainer:
         ``micro_batch_size`` rows, or token-budget packs under ``max_tokens_per_micro_batch``, each
         cut to its own padding and weighted (``loss_weights``) so that accumulation equals one big
         batch; a mini-batch's rows nested in one another share a micro-batch when the passes pack
-        them (``micro_batch_chains``). ``train/rollout_logprob_diff`` is the mean |rollout - training log-prob| over the
-        first step's tokens, scored before any weight moves.
+        them (``micro_batch_chains``). ``train/rollout_logprob_diff`` is the mean |rollout -
+        training log-prob| over the first step's tokens, scored before any weight moves.
         """
         c = self.config
         reference = self.reference if reference is None and policy is self.policy else reference
@@ -740,10 +740,9 @@ class Trainer:
         """Each row's chain of nested rows (``micro_batches``' ``chains``) when every pass over the
         update's micro-batches scores a chain from one pass (the policy's and a separate critic's),
         so that a chain shares a micro-batch and counts its host's tokens only; else None."""
-        chains = policy.chains(batch) if hasattr(policy, "chains") else None  # the action-scoring policy has none
         if self.critic is not None and not self.critic.pack_rows:
             return None
-        return chains
+        return policy.chains(batch) if hasattr(policy, "chains") else None  # the action-scoring policy has none
 
     def _clip_gradients(self, policy) -> dict[str, float]:
         """Clip the policy's and the critic's gradients apart; their norms before clipping.
