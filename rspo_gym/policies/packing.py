@@ -9,8 +9,8 @@ member's, and a member of prompt length ``p`` reads its response's states at hos
 
 Detection compares each pair of rows through a hash of every prefix (one cumulative sum), not of
 the first few tokens: every row of a conversation starts with the same system prompt and task, so
-a key on the first tokens would put the whole batch in one bucket. A hash match is then verified
-with a tensor equality, so a collision costs one comparison and never a wrong read.
+a key on the first tokens would put the whole batch in one bucket. Every match is then verified
+by one equality of the ids, so a collision can cost some packing but never a wrong read.
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ class Packing:
 
 def _prefix_hashes(ids: torch.Tensor) -> torch.Tensor:
     """``(rows, width)`` int64: entry ``q`` identifies ``ids[:, :q + 1]``, a sum of the ids weighted by
-    fixed random weights below 2^24 (exact in int64 for ids below 2^21 and rows up to 2^18 long)."""
+    fixed random weights below 2^24 (exact in int64 for ids below 2^21 and rows up to 2^18 long;
+    past that the sum wraps around, and equal prefixes still hash equal)."""
     generator = torch.Generator().manual_seed(_HASH_SEED)
     weights = torch.randint(1, 2**24, (ids.shape[1],), generator=generator).to(ids.device)
     return (ids * weights).cumsum(1)
