@@ -149,6 +149,8 @@ def test_a_batch_without_nested_rows_runs_exactly_as_unpacked(policy):
     packed, alone = _outputs(policy, batch, True), _outputs(policy, batch, False)
     for key in packed:
         assert torch.equal(packed[key], alone[key])
+    weights = torch.randn((2, *batch.response_mask.shape), generator=torch.Generator().manual_seed(2))
+    assert torch.equal(_gradient(policy, batch, True, weights), _gradient(policy, batch, False, weights))
     # with the next turn of the first row's conversation, the first row reads that turn's pass
     nested = to_batch(rows + [_conversations(vocab, trajectories=1, seed=3)[1]], policy.pad_token_id)
     assert packing(nested).hosts == [1, 2, 3, 4]
