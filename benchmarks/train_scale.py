@@ -143,7 +143,7 @@ def activation_bytes(policy, batch, config) -> dict[str, int]:
     """Bytes saved for backward by the training forward of the batch's largest micro-batch."""
     from rspo_gym.rollout.trajectory import micro_batches
 
-    groups = micro_batches(batch.lengths(), config.micro_batch_size, config.max_tokens_per_micro_batch)
+    groups = micro_batches(batch.lengths(), config.micro_batch_size, config.max_tokens_per_micro_batch, policy.chains(batch))
     subs = [batch.index(group).trimmed() for group in groups]
     largest = max(subs, key=lambda sub: sub.input_ids.numel())
     weights = {p.untyped_storage().data_ptr() for p in policy.model.parameters()}

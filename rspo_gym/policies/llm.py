@@ -14,6 +14,11 @@ Memory: a response token's float32 log-softmax over a 151,936-token vocabulary i
 log-prob and entropy graph keeps three such tensors per token for backward. ``chunked_scores``
 keeps only the last hidden state instead and recomputes the logits of a chunk of positions in
 backward; ``LLMPolicy.logprobs`` and the trainer run micro-batches cut to their own padding.
+
+Nested rows: the turns of an append-only conversation are prefixes of one another, and scoring
+each as its own sequence repeats the earlier turns' tokens in every later pass. ``forward`` runs
+the decoder once per chain of nested rows and reads each row's states from that pass
+(``packing.py``); micro-batches keep a chain's rows together (``chains``).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from rspo_gym.policies.adapters import active_adapter, adapter_parameters, adapt
 from rspo_gym.rollout.generation import GenerationBackend, GenerationConfig, GenerationOutput
 from rspo_gym.policies.hf_backend import HFBackend, eos_token_ids, position_ids
 from rspo_gym.policies.logprobs import chunked_scores, restricted_entropy, restricted_logprobs, token_logprobs
+from rspo_gym.policies.packing import nested_chains, packed_states, packing
 from rspo_gym.rollout.trajectory import micro_batches
 
 if TYPE_CHECKING:
@@ -67,11 +73,16 @@ class LLMPolicy:
         tokenizer: its tokenizer; padding is on the left for generation.
         backend: a ``GenerationBackend``; ``HFBackend(model, tokenizer)`` when None.
         value_head: attach a ``ValueHead`` (PPO's critic on the shared trunk).
-        micro_batch_size: rows per forward pass in ``forward`` / ``logprobs``.
+        micro_batch_size: rows per forward pass in ``logprobs`` (a chain of nested rows counts as one).
         seed: seed of the default backend's generator and of the value head's initialisation.
         autocast_dtype: run the model's forward passes (training, log-probs and transformers
             generation) under ``torch.autocast`` in this dtype (``torch.bfloat16`` for
             mixed precision: float32 weights, bfloat16 compute); None runs in the weights' dtype.
+        pack_rows: score rows whose real tokens (prompt and response) are a prefix of another row's
+            from that row's decoder pass (``packing.py``): the same numbers within float rounding
+            for a fraction of the tokens when turns are nested (an append-only conversation). A
+            batch without nested rows runs exactly as with False. Applies on the start-aligned
+            path only (``logprob_chunk_size`` set, no data-parallel engine).
 
     Several policies can share one peft model (see ``adapters.py``): ``adapter`` names the LoRA
     adapter this policy computes and trains with, and a policy made by ``sibling(adapters_off=True)``
@@ -102,9 +113,11 @@ class LLMPolicy:
         micro_batch_size: int = 16,
         seed: int = 0,
         autocast_dtype: torch.dtype | None = None,
+        pack_rows: bool = True,
     ):
         self.model, self.tokenizer = model, tokenizer
         self.autocast_dtype = autocast_dtype
+        self.pack_rows = pack_rows
         self.adapter: str | None = None
         self.adapters_off = False
         self.compute_device: torch.device | None = None
@@ -211,6 +224,18 @@ class LLMPolicy:
         else:
             self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
+    def _scoring_head(self) -> nn.Module | None:
+        """The output embeddings ``chunked_scores`` reads on the start-aligned path; None where the
+        path is off (no ``logprob_chunk_size``, an engine's wrapper, a model without them)."""
+        if self.logprob_chunk_size is None or self.train_model is not None:
+            return None
+        return self.model.get_output_embeddings()
+
+    def chains(self, batch) -> list[int] | None:
+        """Each row's chain of nested rows (``packing.nested_chains``), the ``chains`` of
+        ``micro_batches`` that keep a chain in one pass; None where ``forward`` does not pack."""
+        return nested_chains(batch) if self.pack_rows and self._scoring_head() is not None else None
+
     def forward(
         self,
         batch,
@@ -223,7 +248,8 @@ class LLMPolicy:
 
         Returns ``(rows, R)`` tensors aligned with ``batch.response_mask``. Scores come from
         ``chunked_scores`` on the decoder's last hidden states, or from the full logits when
-        ``logprob_chunk_size`` is None or the model has no output embeddings.
+        ``logprob_chunk_size`` is None or the model has no output embeddings. Under ``pack_rows`` the
+        start-aligned path runs one pass per chain of nested rows.
         """
         if values and self.value_head is None:
             raise ValueError("this policy has no value head: build it with value_head=True")
@@ -231,7 +257,7 @@ class LLMPolicy:
         R = batch.response_mask.shape[1]
         tokens = batch.input_ids[:, P:P + R]
         engine = self.train_model is not None
-        head = self.model.get_output_embeddings() if self.logprob_chunk_size is not None and not engine else None
+        head = self._scoring_head()
         with self.routing(), self.autocast():
             if head is None:
                 model = self.train_model if engine else self.model
@@ -242,7 +268,12 @@ class LLMPolicy:
                 hidden = out.hidden_states[-1][:, P - 1:P - 1 + R, :] if values else None
             else:  # start-aligned and unmasked: the fused causal attention kernel (alignment.py)
                 shifted, leading = start_aligned(batch.input_ids, batch.attention_mask, self.pad_token_id)
-                hidden = realigned(self.model.get_decoder()(input_ids=shifted, use_cache=False).last_hidden_state, leading, P - 1, R)
+                plan = packing(batch) if self.pack_rows else None
+                if plan is not None and plan.packs:
+                    hosts = shifted.index_select(0, torch.as_tensor(plan.hosts, device=shifted.device))[:, :plan.width]
+                    hidden = packed_states(self.model.get_decoder()(input_ids=hosts, use_cache=False).last_hidden_state, plan, R)
+                else:
+                    hidden = realigned(self.model.get_decoder()(input_ids=shifted, use_cache=False).last_hidden_state, leading, P - 1, R)
                 logprobs, entropies = chunked_scores(
                     head, hidden, tokens, batch.allowed, temperature, entropy=entropy, chunk_size=self.logprob_chunk_size
                 )
@@ -264,7 +295,7 @@ class LLMPolicy:
     ) -> dict[str, torch.Tensor]:
         """``forward`` without gradients (old / reference log-probs, old values), micro-batched.
 
-        Micro-batches are ``micro_batches(batch.lengths(), micro_batch_size, max_tokens)``, each cut
+        Micro-batches are ``micro_batches(batch.lengths(), micro_batch_size, max_tokens, chains)``, each cut
         to its own padding (``TrainingBatch.trimmed``); results come back in the batch's row order
         and ``(rows, R)`` layout, 0 past the longest response of a row's micro-batch (padding).
         A policy kept off its compute device (``compute_device``: a reference offloaded to the CPU)
@@ -278,7 +309,7 @@ class LLMPolicy:
         width = batch.response_mask.shape[1]
         result: dict[str, torch.Tensor] = {}
         try:
-            for group in micro_batches(batch.lengths(), self.micro_batch_size, max_tokens):
+            for group in micro_batches(batch.lengths(), self.micro_batch_size, max_tokens, self.chains(batch)):
                 rows = torch.tensor(group, device=batch.input_ids.device)
                 for key, value in self.forward(batch.index(rows).trimmed(), temperature=temperature, values=values).items():
                     if key not in result:
@@ -319,7 +350,7 @@ class LLMPolicy:
         (the KL reference of a LoRA learner), otherwise ``add_lora`` gives it its own adapter."""
         other = LLMPolicy(
             self.model, self.tokenizer, backend=backend, value_head=value_head, micro_batch_size=self.micro_batch_size,
-            seed=seed, autocast_dtype=self.autocast_dtype,
+            seed=seed, autocast_dtype=self.autocast_dtype, pack_rows=self.pack_rows,
         )
         other.adapters_off = adapters_off
         return other

@@ -7,7 +7,8 @@
 - ``Rollout``: rows + trajectories, with ``extend`` (union of two rollouts, e.g. learner and
   explorer) and ``to_batch``.
 - ``TrainingBatch`` / ``to_batch``: rows become padded tensors once, in one place.
-- ``pack_by_tokens`` / ``micro_batches``: which rows share a forward pass (token-budget packing).
+- ``pack_by_tokens`` / ``micro_batches``: which rows share a forward pass (token-budget packing,
+  rows nested in one another together).
 
 Rows of one trajectory are contiguous and in time order (GiGPO's step returns rely on it).
 Tensors use the response-aligned layout of verl: prompts left-padded to ``P``, responses
@@ -231,7 +232,9 @@ def pack_by_tokens(lengths: Sequence[tuple[int, int]], budget: int) -> list[list
     return groups
 
 
-def micro_batches(lengths: Sequence[tuple[int, int]], max_rows: int, max_tokens: int | None = None) -> list[list[int]]:
+def micro_batches(
+    lengths: Sequence[tuple[int, int]], max_rows: int, max_tokens: int | None = None, chains: Sequence[Hashable] | None = None,
+) -> list[list[int]]:
     """The rows of each forward pass: ``pack_by_tokens`` under ``max_tokens`` (then any number of
     rows), else ``max_rows`` at a time.
 
@@ -239,11 +242,29 @@ def micro_batches(lengths: Sequence[tuple[int, int]], max_rows: int, max_tokens:
 
     >>> micro_batches([(3, 1), (10, 6), (4, 2), (2, 2)], 2)
     [[1, 2], [0, 3]]
+
+    ``chains``: a key per row, equal for rows whose real tokens are prefixes of one sequence (their
+    host in ``policies/packing.py``, for a policy that scores such rows from one pass). Rows of a
+    chain go to one pass together and count as one row of the chain's longest row's lengths, in
+    ``max_rows`` and in the token budget: what the pass runs. Without chains every row is its own.
+
+    >>> micro_batches([(3, 1), (10, 6), (4, 2), (2, 2)], 2, chains=[2, 1, 2, 3])
+    [[1, 0, 2], [3]]
     """
+    if chains is None:
+        units = [[i] for i in range(len(lengths))]
+    else:
+        members: dict[Hashable, list[int]] = {}
+        for i, key in enumerate(chains):
+            members.setdefault(key, []).append(i)
+        units = list(members.values())
+    longest = [max((lengths[i] for i in unit), key=sum) for unit in units]
     if max_tokens is not None:
-        return pack_by_tokens(lengths, max_tokens)
-    order = _longest_first(lengths)
-    return [order[start:start + max_rows] for start in range(0, len(order), max_rows)]
+        groups = pack_by_tokens(longest, max_tokens)
+    else:
+        order = _longest_first(longest)
+        groups = [order[start:start + max_rows] for start in range(0, len(order), max_rows)]
+    return [[i for u in group for i in units[u]] for group in groups]
 
 
 def _lengths(rows: Sequence[Sequence[Any]]) -> Any:

@@ -175,7 +175,9 @@ class TrainerConfig:
     mini_batch_size: int = 64
     """Rows per optimizer step (verl-agent ALFWorld: 256)."""
     micro_batch_size: int = 16
-    """Rows per forward/backward; gradients accumulate over a mini-batch."""
+    """Rows per forward/backward; gradients accumulate over a mini-batch. Rows nested in one another
+    (the turns of an append-only conversation, ``LLMPolicy(pack_rows=True)``) share one pass and
+    count as one row."""
     max_tokens_per_micro_batch: int | None = None
     """Token budget of a forward/backward instead of a row count (verl's ``ppo_max_token_len_per_gpu``):
     each mini-batch's rows, longest first, are packed into micro-batches of at most this many
@@ -183,7 +185,8 @@ class TrainerConfig:
     is bounded by tokens and short rows share a pass. Also sizes the no-gradient passes (old values,
     reference and replay log-probs). None: ``micro_batch_size`` rows, longest first. Either way a
     micro-batch is padded only to its own longest prompt and response, and the gradient is the one
-    big batch's."""
+    big batch's. Rows nested in one another share a micro-batch and count their longest row's
+    tokens only: the policy runs one pass over it."""
     gradient_checkpointing: bool = False
     """Recompute decoder-layer activations in backward (transformers' non-reentrant activation
     checkpointing): ~one hidden state per layer and token is kept instead of every intermediate,

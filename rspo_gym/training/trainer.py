@@ -666,8 +666,9 @@ class Trainer:
         rank's rows (``rank_minibatches``), so N ranks step as one process does. Micro-batches are
         ``micro_batch_size`` rows, or token-budget packs under ``max_tokens_per_micro_batch``, each
         cut to its own padding and weighted (``loss_weights``) so that accumulation equals one big
-        batch. ``train/rollout_logprob_diff`` is the mean |rollout - training log-prob| over the
-        first step's tokens, scored before any weight moves.
+        batch; a mini-batch's rows nested in one another share a micro-batch when the passes pack
+        them (``micro_batch_chains``). ``train/rollout_logprob_diff`` is the mean |rollout -
+        training log-prob| over the first step's tokens, scored before any weight moves.
         """
         c = self.config
         reference = self.reference if reference is None and policy is self.policy else reference
@@ -681,6 +682,7 @@ class Trainer:
         if reference is not None and c.kl_coef > 0 and not c.use_kl_in_reward:  # else the KL is in the reward
             ref_logprobs = reference.logprobs(batch, temperature=c.temperature, max_tokens=c.max_tokens_per_micro_batch)["logprobs"]
         lengths = batch.lengths()
+        chains = self.micro_batch_chains(policy, batch)
         generator = torch.Generator().manual_seed(_seed(c.seed, it, 4))
         dist = self.dist
         counts = [int(n) for n in dist.gather([len(batch)])]
@@ -696,7 +698,11 @@ class Trainer:
                 optimizer.zero_grad(set_to_none=True)
                 if self.critic_optimizer is not None:
                     self.critic_optimizer.zero_grad(set_to_none=True)
-                groups = micro_batches([lengths[i] for i in mb.tolist()], c.micro_batch_size, c.max_tokens_per_micro_batch)
+                rows_of = mb.tolist()
+                groups = micro_batches(
+                    [lengths[i] for i in rows_of], c.micro_batch_size, c.max_tokens_per_micro_batch,
+                    None if chains is None else [chains[i] for i in rows_of],
+                )
                 micros = [mb[group] for group in groups]
                 used = [int((mask[m].sum(-1) > 0).sum()) for m in micros]
                 rows, tokens, batch_rows = dist.sum([sum(used), float(mask[mb].sum()), len(mb)])  # the global mini-batch's
@@ -730,6 +736,14 @@ class Trainer:
         diff_sum, diff_tokens = dist.sum(diff)
         result["train/rollout_logprob_diff"] = diff_sum / max(diff_tokens, 1.0)
         return result
+
+    def micro_batch_chains(self, policy, batch: TrainingBatch) -> list[int] | None:
+        """Each row's chain of nested rows (``micro_batches``' ``chains``) when every pass over the
+        update's micro-batches scores a chain from one pass (the policy's and a separate critic's),
+        so that a chain shares a micro-batch and counts its host's tokens only; else None."""
+        if self.critic is not None and not self.critic.pack_rows:
+            return None
+        return policy.chains(batch) if hasattr(policy, "chains") else None  # the action-scoring policy has none
 
     def _clip_gradients(self, policy) -> dict[str, float]:
         """Clip the policy's and the critic's gradients apart; their norms before clipping.
