@@ -57,7 +57,7 @@ import rspo_gym  # noqa: F401  (registers the environments)
 from rspo_gym.policies.hf_backend import eos_token_ids
 from rspo_gym.policies.llm import LLMPolicy
 from rspo_gym.rollout.prompts import PROMPT_FORMATS, Conversation, PromptBuilder, parse_action, template_for
-from rspo_gym.rollout.trajectory import StepRow, to_batch
+from rspo_gym.rollout.trajectory import StepRow, micro_batches, to_batch
 
 __all__ = ["WarmStartConfig", "expert_demonstrations", "behaviour_clone", "warm_start"]
 
@@ -209,7 +209,8 @@ def behaviour_clone(
     Each epoch visits every row once, in mini-batches of ``batch_size`` rows of similar length
     (``_length_buckets``, shuffled by a ``torch.Generator(seed)``); a mini-batch's loss is the
     mean negative log-prob of its response tokens (prompt tokens are context only), accumulated
-    over ``policy.micro_batch_size`` chunks so that long prompts fit in memory, then one clipped
+    over ``policy.micro_batch_size`` chunks (a chain of nested rows counting as one, ``micro_batches``)
+    so that long prompts fit in memory, then one clipped
     AdamW step. The learning rate ramps up linearly over ``warmup_steps`` optimizer steps, then
     stays at ``lr`` (``schedule="constant"``) or follows a cosine decay to zero at the last step
     (``"cosine"``). Summary keys: ``epoch``, ``loss`` (the epoch's token-weighted mean, each batch
@@ -245,8 +246,9 @@ def behaviour_clone(
                 rows = [demos[i] for i in batch_rows]
                 tokens = float(sum(len(r.response_ids) for r in rows))
                 optimizer.zero_grad(set_to_none=True)
-                for chunk in range(0, len(rows), policy.micro_batch_size):
-                    batch = to_batch(rows[chunk:chunk + policy.micro_batch_size], policy.pad_token_id, device)
+                whole = to_batch(rows, policy.pad_token_id, device)
+                for group in micro_batches(whole.lengths(), policy.micro_batch_size, chains=policy.chains(whole)):
+                    batch = whole.index(group).trimmed()
                     logprobs = policy.forward(batch)["logprobs"]
                     nll = -(logprobs * batch.response_mask).sum()
                     (nll / tokens).backward()
