@@ -11,7 +11,8 @@ reruns on the same machine give the same numbers::
     python benchmarks/warmstart.py --save results/warmstart/alfworld-tiny
     python benchmarks/warmstart.py --eval-tasks 40   # first 40 tasks of each split
     python benchmarks/warmstart.py --device cuda --splits valid_seen   # ~1 min on a GPU
-    python benchmarks/warmstart.py --prompt-format conversation --threads 2   # the growing-chat prompts
+    python benchmarks/warmstart.py --prompt-format conversation --constrained-loss --epochs 12 --threads 2 \
+        --save-asset rspo_gym/policies/assets/tiny_alfworld_chat_bc.safetensors   # tiny-alfworld-chat
     python benchmarks/warmstart.py --env rspo/WebShop-v0 --task-types '' --episodes 400 --epochs 3 \
         --history-length 2 --temperature 0 --eval-tasks 100 --save results/warmstart/webshop-tiny
 
@@ -95,6 +96,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
     parser.add_argument("--history-length", type=int, default=defaults.history_length)
     parser.add_argument("--prompt-format", default=defaults.prompt_format, choices=("window", "conversation"))
+    parser.add_argument("--constrained-loss", action="store_true", help="fit the expert among the admissible actions only")
+    parser.add_argument("--explore", type=float, default=defaults.explore, help="chance a demonstration step plays a random action")
     parser.add_argument("--warmup-steps", type=int, default=defaults.warmup_steps)
     parser.add_argument("--schedule", default=defaults.schedule, choices=("constant", "cosine"))
     parser.add_argument("--task-types", default=",".join(defaults.task_types or ()), help="comma-separated; empty: all")
@@ -105,6 +108,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu", help="torch device of the policy (float32 everywhere)")
     parser.add_argument("--save", type=Path, help="directory for the warm-started weights and tokenizer")
+    parser.add_argument("--save-asset", type=Path, help="the weights alone as a preset's safetensors file "
+                        "(rspo_gym/policies/assets/; the tied output embedding left out)")
     parser.add_argument("--out", type=Path, default=None, help="default: results/benchmarks/warmstart_<env>.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -117,6 +122,8 @@ def main() -> None:
         batch_size=args.batch_size,
         history_length=args.history_length,
         prompt_format=args.prompt_format,
+        constrained_loss=args.constrained_loss,
+        explore=args.explore,
         warmup_steps=args.warmup_steps,
         schedule=args.schedule,
         task_types=tuple(args.task_types.split(",")) if args.task_types else None,
@@ -134,6 +141,12 @@ def main() -> None:
     if args.save is not None:
         policy.save(args.save)
         print(f"saved {args.save}")
+    if args.save_asset is not None:
+        from safetensors.torch import save_file
+
+        state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+        save_file(state, str(args.save_asset))
+        print(f"saved {args.save_asset}")
 
     sizes = SPLITS[args.env]
     splits = [s for s in args.splits.split(",") if s] if args.splits else list(sizes)

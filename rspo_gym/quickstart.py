@@ -141,7 +141,8 @@ class QuickstartConfig:
     """Seed of the model, the warm start, training and the evaluation episodes."""
     trainer_overrides: dict[str, Any] = field(
         default_factory=lambda: {
-            "learning_rate": 3e-4, "max_turns": 25, "eval_temperature": 1.0, "num_groups": 4, "group_size": 4
+            "learning_rate": 3e-4, "max_turns": 25, "eval_temperature": 1.0, "num_groups": 4, "group_size": 4,
+            "shuffle_chains": True,
         }
     )
     """``RSPOConfig`` fields. Held-out success is measured at the training temperature (1.0): at a

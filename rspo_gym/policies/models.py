@@ -185,6 +185,16 @@ MODEL_PRESETS: dict[str, ModelPreset] = {
             history_length=6,
         ),
         ModelPreset(
+            "tiny-alfworld-chat",
+            _tiny_cloned("tiny_alfworld_chat_bc.safetensors"),
+            "The tiny model cloned on the same 600 pick_and_place_simple expert episodes in the "
+            "conversation prompt format (`benchmarks/warmstart.py --prompt-format conversation "
+            "--constrained-loss --epochs 12 --threads 2 --save-asset ...`: 3.6 CPU minutes, since "
+            "an episode's nested turns train in one pass): the starting policy of the quick start, "
+            "whose rollouts reuse each turn's KV cache. Evaluate it with prompt_format='conversation'.",
+            prompt_format="conversation",
+        ),
+        ModelPreset(
             "tiny-webshop",
             _tiny_cloned("tiny_webshop_bc.safetensors"),
             "The tiny model after our warm start on WebShop (`benchmarks/warmstart.py --env "

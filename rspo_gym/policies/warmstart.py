@@ -46,6 +46,7 @@ episodes, 2000 steps of 8) won 2-6/35 pick-and-place and at most 3 other tasks.
 from __future__ import annotations
 
 import math
+import random
 import time
 from dataclasses import dataclass
 from typing import Sequence
@@ -54,7 +55,8 @@ import gymnasium as gym
 import torch
 
 import rspo_gym  # noqa: F401  (registers the environments)
-from rspo_gym.policies.hf_backend import eos_token_ids
+from rspo_gym.policies.hf_backend import allowed_token_ids, eos_token_ids
+from rspo_gym.rollout.collector import constrained_choices
 from rspo_gym.policies.llm import LLMPolicy
 from rspo_gym.rollout.prompts import PROMPT_FORMATS, Conversation, PromptBuilder, parse_action, template_for
 from rspo_gym.rollout.trajectory import StepRow, micro_batches, to_batch
@@ -76,6 +78,8 @@ def expert_demonstrations(
     env_kwargs: dict | None = None,
     task_types: Sequence[str] | None = None,
     prompt_format: str = "window",
+    constrained: bool = False,
+    explore: float = 0.0,
 ) -> list[StepRow]:
     """Step rows of ``episodes`` expert episodes, rendered as the collector renders prompts.
 
@@ -97,6 +101,14 @@ def expert_demonstrations(
         prompt_format: ``"window"`` (``builder``'s prompts) or ``"conversation"`` (a
             ``Conversation`` in ``builder``'s wording, without the action list, as the collector
             builds it for constrained replies).
+        constrained: record each reply position's allowed ids among the admissible actions
+            (``StepRow.allowed_token_ids``), so that cloning fits the distribution constrained
+            decoding samples (``restricted_logprobs``) rather than the whole vocabulary's. An expert
+            reply outside the admissible actions keeps the whole vocabulary.
+        explore: the chance that a step plays a random admissible action instead of the expert's
+            (seeded by the episode's reset seed); the row still teaches the expert's reply. The
+            expert replans from wherever that leaves it, so the clone also sees how to recover
+            from states the expert alone never visits, which a sampling policy reaches at once.
     """
     if prompt_format not in PROMPT_FORMATS:
         raise ValueError(f"prompt_format must be one of {PROMPT_FORMATS}, not {prompt_format!r}")
@@ -114,6 +126,7 @@ def expert_demonstrations(
             if wanted is not None and info.get("task_type") not in wanted:
                 continue
             history: list[tuple[str, str]] = []
+            detours = random.Random(reset_seed - 1)
             chat = None
             if prompt_format == "conversation":
                 chat = Conversation(builder, tokenizer, end_token_id)
@@ -128,7 +141,15 @@ def expert_demonstrations(
                     prompt = builder.build(info.get("task", ""), observation, info.get("admissible_actions", ()), history)
                     prompt_ids = builder.chat_ids(tokenizer, prompt)
                 response_ids = tokenizer(reply, add_special_tokens=False)["input_ids"] + [end_token_id]
+                allowed = None
+                choices = constrained_choices(info.get("admissible_actions", ()), info.get("task", ""))
+                if constrained and reply in choices:
+                    allowed = allowed_token_ids(tokenizer, choices, response_ids, end_token_id)
                 anchor = info.get("anchor", observation)
+                played_ids = response_ids
+                if explore > 0 and choices and detours.random() < explore:
+                    action = detours.choice(choices)
+                    played_ids = tokenizer(action, add_special_tokens=False)["input_ids"] + [end_token_id]
                 next_observation, reward, terminated, truncated, info = env.step(action)
                 rows.append(
                     StepRow(
@@ -145,13 +166,14 @@ def expert_demonstrations(
                         step=len(history),
                         action=action,
                         source="expert",
+                        allowed_token_ids=allowed,
                     )
                 )
                 history.append((observation, action))
                 observation = next_observation
                 done = terminated or truncated
                 if chat is not None and not done:
-                    chat.append(response_ids, observation, info.get("admissible_actions", ()))
+                    chat.append(played_ids, observation, info.get("admissible_actions", ()))
             played += 1
     finally:
         env.close()
@@ -302,6 +324,13 @@ class WarmStartConfig:
     prompt_format: str = "window"
     """The prompts cloned: ``"window"`` (verl-agent's, ``history_length`` steps) or
     ``"conversation"`` (the growing chat; batches then hold whole episodes)."""
+    explore: float = 0.0
+    """The chance that a demonstration step plays a random admissible action (``expert_demonstrations``)."""
+    constrained_loss: bool = False
+    """Fit the expert's replies among the admissible actions only (the distribution constrained
+    decoding samples) instead of over the whole vocabulary. A conversation prompt does not list the
+    actions, so over the whole vocabulary the model must spell them from memory; among them it only
+    has to rank them."""
 
 
 def warm_start(policy: LLMPolicy, env_id: str, config: WarmStartConfig = WarmStartConfig()) -> list[dict]:
@@ -322,6 +351,8 @@ def warm_start(policy: LLMPolicy, env_id: str, config: WarmStartConfig = WarmSta
         env_kwargs=dict(config.env_kwargs),
         task_types=config.task_types,
         prompt_format=config.prompt_format,
+        constrained=config.constrained_loss,
+        explore=config.explore,
     )
     demo_seconds = time.perf_counter() - start
     history = behaviour_clone(

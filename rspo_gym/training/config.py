@@ -238,6 +238,12 @@ class TrainerConfig:
     """Shuffle the rows before cutting them into mini-batches, anew each epoch (verl's actor
     ``shuffle``, False there: verl cuts the batch in its rollout order). With one mini-batch and
     one epoch the order changes nothing."""
+    shuffle_chains: bool = False
+    """Shuffle chains of nested rows instead of rows (a conversation-format trajectory's turns, see
+    ``policies/packing.py``), keeping each chain's rows together, so that a mini-batch holds whole
+    trajectories and scores each in one packed pass: row shuffling spreads a trajectory over every
+    mini-batch, each of which then runs most of its tokens again. Rows that nest in no other are
+    chains of one. One process only (several ranks shuffle rows)."""
     lr_scheduler: str = "constant"
     """Learning-rate schedule over ``learn()``'s iterations (verl's ``lr_scheduler_type`` /
     ``warmup_style``): ``constant`` or ``cosine`` (half a cosine down to ``min_lr_ratio`` x lr at

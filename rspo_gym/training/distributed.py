@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import os
 from contextlib import ExitStack, contextmanager, nullcontext
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Hashable, Iterable, Iterator, Sequence
 
 import torch
 
-__all__ = ["SingleProcess", "Accelerated", "detect", "launched", "rank_minibatches"]
+__all__ = ["SingleProcess", "Accelerated", "chain_order", "detect", "launched", "rank_minibatches"]
 
 _LAUNCHER_VARIABLES = ("LOCAL_RANK", "ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED")
 
@@ -64,6 +64,20 @@ def rank_minibatches(counts: Sequence[int], rank: int, mini_batch_size: int, ord
     start = sum(counts[:rank])
     end = start + counts[rank]
     return [chunk[(chunk >= start) & (chunk < end)] - start for chunk in order.split(mini_batch_size)]
+
+
+def chain_order(chains: Sequence[Hashable], generator: torch.Generator) -> torch.Tensor:
+    """A permutation of the rows that shuffles their chains (rows with equal keys) and keeps each
+    chain's rows together, in their own order (``TrainerConfig.shuffle_chains``).
+
+    >>> chain_order(["a", "b", "a", "c"], torch.Generator().manual_seed(0)).tolist()
+    [3, 0, 2, 1]
+    """
+    members: dict[Hashable, list[int]] = {}
+    for row, key in enumerate(chains):
+        members.setdefault(key, []).append(row)
+    groups = list(members.values())
+    return torch.tensor([row for k in torch.randperm(len(groups), generator=generator).tolist() for row in groups[k]], dtype=torch.long)
 
 
 class SingleProcess:

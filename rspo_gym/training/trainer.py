@@ -45,7 +45,7 @@ from rspo_gym.training.config import TrainerConfig, save_config
 from rspo_gym.training.eval_records import evaluation_record, trim_evaluations, write_evaluation
 from rspo_gym.training.defaults import resolve_config, resolve_model
 from rspo_gym.training.dynamic_sampling import concat_rollouts, informative_groups, offset_ids, select_groups
-from rspo_gym.training.distributed import detect, group_share, rank_minibatches
+from rspo_gym.training.distributed import chain_order, detect, group_share, rank_minibatches
 from rspo_gym.training.envs import ProcessSettings, default_eval_split, env_pool_settings, make_vector_env
 from rspo_gym.algos.kl_control import kl_reward_penalty, next_kl_coef
 from rspo_gym.algos.losses import agg_loss, forced_token_mask, kl_penalty, ppo_policy_loss, truncated_is_weights, value_loss
@@ -693,7 +693,12 @@ class Trainer:
         norms: dict[str, float] = {}
         for _ in range(c.ppo_epochs):
             total = sum(counts)
-            order = torch.randperm(total, generator=generator) if c.shuffle_mini_batches else torch.arange(total)
+            if not c.shuffle_mini_batches:
+                order = torch.arange(total)
+            elif c.shuffle_chains and chains is not None and dist.world_size == 1:
+                order = chain_order(chains, generator)
+            else:
+                order = torch.randperm(total, generator=generator)
             for mb in rank_minibatches(counts, dist.rank, c.mini_batch_size, order):
                 optimizer.zero_grad(set_to_none=True)
                 if self.critic_optimizer is not None:

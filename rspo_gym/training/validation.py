@@ -259,6 +259,7 @@ RULES: dict[str, Rule] = {
     "loss_scale_factor": _optional(_int(1)),
     "tis_imp_ratio_cap": _optional(_number(1)),
     "shuffle_mini_batches": _bool,
+    "shuffle_chains": _bool,
     "lr_scheduler": _choice("lr_scheduler"),
     "lr_warmup_steps_ratio": _number(0, 1),
     "min_lr_ratio": _number(0, 1),
