@@ -242,8 +242,9 @@ class TrainerConfig:
     """Shuffle chains of nested rows instead of rows (a conversation-format trajectory's turns, see
     ``policies/packing.py``), keeping each chain's rows together, so that a mini-batch holds whole
     trajectories and scores each in one packed pass: row shuffling spreads a trajectory over every
-    mini-batch, each of which then runs most of its tokens again. Rows that nest in no other are
-    chains of one. One process only (several ranks shuffle rows)."""
+    mini-batch, each of which then runs most of its tokens again. A batch in which no row nests in
+    another is shuffled as rows, exactly as without this. One process only (several ranks shuffle
+    rows)."""
     lr_scheduler: str = "constant"
     """Learning-rate schedule over ``learn()``'s iterations (verl's ``lr_scheduler_type`` /
     ``warmup_style``): ``constant`` or ``cosine`` (half a cosine down to ``min_lr_ratio`` x lr at

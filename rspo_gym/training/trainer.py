@@ -695,7 +695,7 @@ class Trainer:
             total = sum(counts)
             if not c.shuffle_mini_batches:
                 order = torch.arange(total)
-            elif c.shuffle_chains and chains is not None and dist.world_size == 1:
+            elif c.shuffle_chains and chains is not None and len(set(chains)) < len(chains) and dist.world_size == 1:
                 order = chain_order(chains, generator)
             else:
                 order = torch.randperm(total, generator=generator)
