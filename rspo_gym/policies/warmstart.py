@@ -106,9 +106,11 @@ def expert_demonstrations(
             decoding samples (``restricted_logprobs``) rather than the whole vocabulary's. An expert
             reply outside the admissible actions keeps the whole vocabulary.
         explore: the chance that a step plays a random admissible action instead of the expert's
-            (seeded by the episode's reset seed); the row still teaches the expert's reply. The
-            expert replans from wherever that leaves it, so the clone also sees how to recover
-            from states the expert alone never visits, which a sampling policy reaches at once.
+            (seeded by the episode's reset seed). The expert replans from wherever that leaves it,
+            so the clone also learns to recover from states the expert alone never visits, which
+            a sampling policy reaches at once. The detour's own step is not a row: its reply is
+            not the one played, so in a conversation it would break the episode's nesting (one
+            packed pass per episode).
     """
     if prompt_format not in PROMPT_FORMATS:
         raise ValueError(f"prompt_format must be one of {PROMPT_FORMATS}, not {prompt_format!r}")
@@ -147,28 +149,30 @@ def expert_demonstrations(
                     allowed = allowed_token_ids(tokenizer, choices, response_ids, end_token_id)
                 anchor = info.get("anchor", observation)
                 played_ids = response_ids
-                if explore > 0 and choices and detours.random() < explore:
+                detour = explore > 0 and bool(choices) and detours.random() < explore
+                if detour:
                     action = detours.choice(choices)
                     played_ids = tokenizer(action, add_special_tokens=False)["input_ids"] + [end_token_id]
                 next_observation, reward, terminated, truncated, info = env.step(action)
-                rows.append(
-                    StepRow(
-                        prompt_ids=list(prompt_ids),
-                        response_ids=response_ids,
-                        logprobs=[0.0] * len(response_ids),
-                        reward=float(reward),
-                        process_reward=float(info.get("process_reward", 0.0)),
-                        anchor=anchor,
-                        valid=bool(info.get("valid", True)),
-                        format_valid=True,
-                        group_id=played,
-                        traj_id=played,
-                        step=len(history),
-                        action=action,
-                        source="expert",
-                        allowed_token_ids=allowed,
+                if not detour:
+                    rows.append(
+                        StepRow(
+                            prompt_ids=list(prompt_ids),
+                            response_ids=response_ids,
+                            logprobs=[0.0] * len(response_ids),
+                            reward=float(reward),
+                            process_reward=float(info.get("process_reward", 0.0)),
+                            anchor=anchor,
+                            valid=bool(info.get("valid", True)),
+                            format_valid=True,
+                            group_id=played,
+                            traj_id=played,
+                            step=len(history),
+                            action=action,
+                            source="expert",
+                            allowed_token_ids=allowed,
+                        )
                     )
-                )
                 history.append((observation, action))
                 observation = next_observation
                 done = terminated or truncated
