@@ -116,3 +116,28 @@ def test_cosine_schedule_warms_up_and_decays_to_zero(tokenizer):
     assert 0 < history[0]["lr"] < 1e-3 and history[-1]["lr"] == pytest.approx(0.0, abs=1e-12)
     with pytest.raises(ValueError):
         behaviour_clone(policy, rows, epochs=1, lr=1e-3, batch_size=4, seed=0, schedule="linear")
+
+
+def _nested(rows) -> bool:
+    return all(b.prompt_ids[:len(a.prompt_ids) + len(a.response_ids)] == a.prompt_ids + a.response_ids for a, b in zip(rows, rows[1:]))
+
+
+def test_conversation_demonstrations_with_detours_stay_nested_and_constrained(tokenizer):
+    """Detours' steps are left out and each episode's rows still nest (one packed pass);
+    constrained targets carry the ids constrained decoding would allow."""
+    end = eos_token_ids(_policy().model, tokenizer)[0]
+    kwargs = dict(prompt_format="conversation", env_kwargs={"split": "train"}, task_types=["pick_and_place_simple"], seed=0)
+    plain = expert_demonstrations(ALFWORLD, 4, tokenizer, end, **kwargs)
+    detoured = expert_demonstrations(ALFWORLD, 4, tokenizer, end, explore=0.3, constrained=True, **kwargs)
+    for rows in (plain, detoured):
+        for episode in range(4):
+            assert _nested([r for r in rows if r.traj_id == episode])
+    steps = [[r.step for r in rows if r.traj_id == episode] for rows in (plain, detoured) for episode in range(4)]
+    assert all(s == list(range(len(s))) for s in steps[:4])  # the expert alone: every step is a row
+    assert any(s != list(range(len(s))) for s in steps[4:])  # detours' own steps are left out
+    assert sum(1 for r in detoured if r.allowed_token_ids is not None) > 0.9 * len(detoured)
+    assert all(r.allowed_token_ids is None for r in plain)
+    for row in (r for r in detoured if r.allowed_token_ids is not None):  # the expert's own step, its reply allowed
+        assert tokenizer.decode(row.response_ids, skip_special_tokens=True) == row.action
+        assert len(row.allowed_token_ids) == len(row.response_ids)
+        assert all(token in ids and ids == sorted(ids) for token, ids in zip(row.response_ids, row.allowed_token_ids))
