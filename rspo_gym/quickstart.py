@@ -55,7 +55,7 @@ MAX_EVAL_EPISODES = 65_536
 
 
 #: The quick start's starting model per env family: the shipped clones (``policies/models.py``).
-QUICKSTART_MODELS = {"alfworld": "tiny-alfworld-chat", "webshop": "tiny-webshop"}
+QUICKSTART_MODELS = {"alfworld": "tiny-alfworld", "webshop": "tiny-webshop"}
 
 #: ``QuickstartConfig.cpu_capability``'s values (None: torch's own choice).
 CPU_CAPABILITIES = ("avx2", "avx512", "default", None)
@@ -141,8 +141,7 @@ class QuickstartConfig:
     """Seed of the model, the warm start, training and the evaluation episodes."""
     trainer_overrides: dict[str, Any] = field(
         default_factory=lambda: {
-            "learning_rate": 3e-4, "max_turns": 25, "eval_temperature": 1.0, "num_groups": 4, "group_size": 4,
-            "shuffle_chains": True,
+            "learning_rate": 3e-4, "max_turns": 25, "eval_temperature": 1.0, "num_groups": 4, "group_size": 4
         }
     )
     """``RSPOConfig`` fields. Held-out success is measured at the training temperature (1.0): at a

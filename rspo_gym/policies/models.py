@@ -190,8 +190,10 @@ MODEL_PRESETS: dict[str, ModelPreset] = {
             "The tiny model cloned on the same 600 pick_and_place_simple expert episodes in the "
             "conversation prompt format (`benchmarks/warmstart.py --prompt-format conversation "
             "--constrained-loss --epochs 12 --threads 2 --save-asset ...`: 3.6 CPU minutes, since "
-            "an episode's nested turns train in one pass): the starting policy of the quick start, "
-            "whose rollouts reuse each turn's KV cache. Evaluate it with prompt_format='conversation'.",
+            "an episode's nested turns train in one pass), for runs whose rollouts reuse each "
+            "turn's KV cache. Weaker than tiny-alfworld: 4/35 held-out pick-and-place tasks at "
+            "T = 0.5 (tiny-alfworld: 11/35), and the quick start's 24 RL iterations did not "
+            "improve it. Evaluate it with prompt_format='conversation'.",
             prompt_format="conversation",
         ),
         ModelPreset(
