@@ -57,7 +57,9 @@ def _prefix_hashes(ids: torch.Tensor) -> torch.Tensor:
 
 def nested_hosts(ids: torch.Tensor, lengths: Sequence[int], block: int = 256) -> list[int]:
     """Each row's host: the longest row whose first ``lengths[i]`` ids are row ``i``'s (``i`` itself
-    when no other row is; of equal rows, the first).
+    when no other row is). Only a strictly longer row can host: identical rows (a group's members
+    answering a shared first prompt alike, in any prompt format) keep their own passes, so a batch of
+    windowed prompts, where no row is a strict prefix of another, runs exactly as without packing.
 
     ``ids`` is ``(rows, width)`` with row ``i``'s real ids in columns ``0 .. lengths[i] - 1``
     (``alignment.start_aligned``'s layout). Rows are visited longest first and matched, by prefix
@@ -80,7 +82,7 @@ def nested_hosts(ids: torch.Tensor, lengths: Sequence[int], block: int = 256) ->
     candidates: dict[int, list[int]] = {}  # row -> rows visited before it whose prefix hashes as it
     for start in range(0, rows, block):
         for j, i in (hashes[:, last[start:start + block]] == whole[None, start:start + block]).nonzero().tolist():
-            if rank[j] < rank[start + i]:
+            if lengths[j] > lengths[start + i]:
                 candidates.setdefault(start + i, []).append(j)
     host = list(range(rows))
     for i in order:

@@ -239,7 +239,8 @@ def collect(
         conversations = [config.conversation(env_id, tokenizer, end_id) for _ in range(n)]
         for i, chat in enumerate(conversations):
             chat.open(infos[i].get("task", ""), observations[i], infos[i].get("admissible_actions", ()))
-    session = getattr(policy, "generation_session", None)
+    # the window format's prompts never extend one another: a session would only keep what is never reused
+    session = getattr(policy, "generation_session", None) if conversations is not None else None
     turns = steps = 0
     with session() if session is not None else nullcontext():
         for turn in range(max_turns):

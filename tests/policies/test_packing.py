@@ -84,11 +84,11 @@ def test_hosts_and_offsets_of_small_id_lists():
         _row([1, 2], [4]),  # 3: shares a prompt with 0, not its reply: its own host
         _row([9], [8, 7]),  # 4: unrelated
         _row([1, 2, 3, 4, 5], [6]),  # 5: prompt and reply cut elsewhere, the same tokens: nested in 2
-        _row([9], [8, 7]),  # 6: equal to 4: the first of equal rows hosts
+        _row([9], [8, 7]),  # 6: equal to 4: only a strictly longer row hosts, so its own host
     ]
     plan = packing(to_batch(rows, pad_token_id=0))
-    assert plan.hosts == [2, 3, 4]
-    assert plan.slot == [0, 0, 0, 1, 2, 0, 2]
+    assert plan.hosts == [2, 3, 4, 6]
+    assert plan.slot == [0, 0, 0, 1, 2, 0, 3]
     assert plan.start == [1, 3, 6, 1, 0, 4, 0]  # prompt length - 1: the state before the first reply token
     assert plan.width == 8 and plan.packs
     assert nested_hosts(torch.tensor([[5, 6, 7], [5, 6, 0], [6, 0, 0]]), [3, 2, 1]) == [0, 0, 2]
