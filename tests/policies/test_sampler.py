@@ -35,7 +35,10 @@ class LetterTokenizer:
     def __init__(self, end: int):
         self.eos_token_id = self.pad_token_id = end
 
-    def __call__(self, text: str, add_special_tokens: bool = False) -> dict:
+    def __call__(self, text: str | list[str], add_special_tokens: bool = False) -> dict:
+        """One text's ids, or a list of texts' lists of ids, as a transformers tokenizer returns them."""
+        if isinstance(text, list):
+            return {"input_ids": [self(t)["input_ids"] for t in text]}
         return {"input_ids": [ord(c) - ord("a") for c in text]}
 
     def batch_decode(self, ids, skip_special_tokens: bool = True) -> list[str]:
