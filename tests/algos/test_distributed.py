@@ -239,10 +239,12 @@ def test_weights_pushed_to_a_generation_engine_are_whole_under_fsdp2(tmp_path):
     script = tmp_path / "merged.py"
     script.write_text(MERGED_UNDER_FSDP2)
     env = {**os.environ, "PYTHONPATH": str(SCRIPT.parents[2]), "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run(
-        [TORCHRUN, "--standalone", "--nproc_per_node=2", str(script), "x", str(SCRIPT.parent)],
-        capture_output=True, text=True, timeout=600, env=env,
-    )
+    command = [TORCHRUN, "--standalone", "--nproc_per_node=2", str(script), "x", str(SCRIPT.parent)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    if done.returncode != 0 and "terminate called without an active exception" in done.stderr:
+        # a rank's C++ thread teardown aborted (SIGABRT), seen once in six full-suite runs on a
+        # loaded 2-core machine and never alone: one fresh run, which must then pass whole
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("whole tensors") == 2
 
