@@ -144,7 +144,7 @@ def expert_demonstrations(
                     prompt_ids = builder.chat_ids(tokenizer, prompt)
                 response_ids = tokenizer(reply, add_special_tokens=False)["input_ids"] + [end_token_id]
                 allowed = None
-                choices = constrained_choices(info.get("admissible_actions", ()), info.get("task", ""))
+                choices = constrained_choices(info.get("admissible_actions", ()), info.get("task", "")) if constrained or explore > 0 else []
                 if constrained and reply in choices:
                     allowed = allowed_token_ids(tokenizer, choices, response_ids, end_token_id)
                 anchor = info.get("anchor", observation)
