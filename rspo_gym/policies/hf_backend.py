@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Iterator, Sequence
 
@@ -122,6 +123,10 @@ CONSTRAINED_METHODS = ("tree", "decode")
 
 #: Most allowed-reply texts whose token ids an ``HFBackend`` remembers (``HFBackend._tries``).
 REPLY_MEMO_SIZE = 65536
+
+#: Most (allowed replies, last prompt token) pairs whose tries an ``HFBackend`` keeps for ``"tree"``
+#: scoring (``HFBackend._flat_tries``; ~50 kB each).
+TRIE_MEMO_SIZE = 256
 
 #: One generator for the batch, or one per row (``GenerationConfig.row_seeds``: a row's draws then
 #: do not depend on which other rows share its batch).
@@ -321,6 +326,7 @@ class HFBackend:
         self.prefix_stats = {"prompt_tokens": 0, "reused_tokens": 0}
         self._prefixes: PrefixCache | None = None  # open while a session is
         self._reply_ids: dict[str, list[int]] = {}  # allowed text -> its token ids (``_tries``)
+        self._flat: OrderedDict[tuple, tuple[ActionTrie, FlatTrie]] = OrderedDict()  # ``_flat_tries``
 
     def generator(self, device: torch.device, seed: int | None = None) -> torch.Generator:
         """A fresh generator on ``device`` seeded with ``seed``, or the backend's own for that device.
@@ -382,6 +388,27 @@ class HFBackend:
         for _ in range(len(memo) - REPLY_MEMO_SIZE):
             del memo[next(iter(memo))]
         return tries
+
+    def _flat_tries(self, keys: Sequence[tuple[Sequence[str], int]]) -> list[tuple[ActionTrie, FlatTrie]]:
+        """The trie of each (allowed replies, prompt's last token) and its ``flatten``, built once
+        per backend while recently used (``TRIE_MEMO_SIZE``).
+
+        An env offers the same commands turn after turn (ALFWorld: wherever the agent stands
+        again), and a conversation's prompts all end with the same assistant header: rebuilding the
+        trie, its flat queries, their ancestry mask and edge list every turn was ~10 % of a
+        rollout's time.
+        """
+        memo = self._flat
+        wanted = [(tuple(texts), int(last)) for texts, last in keys]
+        missing = list(dict.fromkeys(key for key in wanted if key not in memo))
+        for key, trie in zip(missing, self._tries([texts for texts, _ in missing]) if missing else []):
+            memo[key] = (trie, flatten(trie.root, key[1]))
+        for key in wanted:
+            memo.move_to_end(key)
+        out = [memo[key] for key in wanted]
+        while len(memo) > TRIE_MEMO_SIZE:
+            memo.popitem(last=False)
+        return out
 
     def chunks(self, lengths: Sequence[int], max_padding: float | None = None) -> list[list[int]]:
         """Prompt indices grouped by similar length, each chunk within the row and token budgets.
@@ -527,8 +554,7 @@ class HFBackend:
                 unique[key] = len(first)
                 first.append(row)
             which.append(unique[key])
-        tries = self._tries([allowed[u] for u in first])
-        flat = [flatten(trie.root, prompt_ids[first[u]][-1]) for u, trie in enumerate(tries)]
+        tries, flat = zip(*self._flat_tries([(allowed[row], prompt_ids[row][-1]) for row in first]))
         node_logits: list[torch.Tensor] = [torch.empty(0)] * len(unique)
         for chunk in self.chunks([len(prompt_ids[first[u]]) for u in range(len(unique))], self.max_padding):
             scores = self._tree_scores([prompt_ids[first[u]] for u in chunk], [flat[u] for u in chunk], device)

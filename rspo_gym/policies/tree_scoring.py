@@ -20,6 +20,7 @@ takes the columns each row sees as a mask.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Sequence
 
 import torch
@@ -43,6 +44,32 @@ class FlatTrie:
     depths: list[int]
     children: list[list[int]]
     query_of: dict[int, int]
+
+    @cached_property
+    def edges(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Every (query, child) pair as three ``(edges,)`` long tensors: the query, the child's
+        place among the query's ``children`` and its id; ``child_logits`` scores them at once."""
+        queries = [j for j, kids in enumerate(self.children) for _ in kids]
+        slots = [k for kids in self.children for k in range(len(kids))]
+        ids = [token for kids in self.children for token in kids]
+        return torch.tensor(queries), torch.tensor(slots), torch.tensor(ids)
+
+    @cached_property
+    def ancestry(self) -> torch.Tensor:
+        """``(T, T)`` bool: ``[j, i]`` when query ``i`` is ``j`` or one of its ancestors (the
+        second pass's mask among the queries). Built one depth at a time: a trie is ~7 deep and
+        ~150 queries wide."""
+        size = len(self.parents)
+        parents = torch.tensor(self.parents)
+        seen = torch.eye(size, dtype=torch.bool)
+        rows, above = torch.arange(size), parents
+        while True:
+            present = above >= 0
+            if not bool(present.any()):
+                return seen
+            rows, above = rows[present], above[present]
+            seen[rows, above] = True
+            above = parents[above]
 
 
 def flatten(root: dict, last_prompt_token: int) -> FlatTrie:
@@ -75,36 +102,22 @@ def child_logits(hidden: torch.Tensor, head: torch.nn.Module, tries: Sequence[Fl
     the model's layers. ``hidden`` is ``(rows, queries, hidden)``; ``head`` the model's output
     embeddings (logits are ``head(hidden)``).
     """
-    rows, queries, ids = [], [], []
-    for b, trie in enumerate(tries):
-        for j, kids in enumerate(trie.children):
-            rows += [b] * len(kids)
-            queries += [j] * len(kids)
-            ids += kids
-    index = torch.tensor(ids, device=hidden.device)
-    picked = hidden[torch.tensor(rows, device=hidden.device), torch.tensor(queries, device=hidden.device)].float()
+    device = hidden.device
+    edges = [trie.edges for trie in tries]
+    rows = torch.cat([torch.full((len(queries),), b, dtype=torch.long) for b, (queries, _, _) in enumerate(edges)]).to(device)
+    queries = torch.cat([queries for queries, _, _ in edges]).to(device)
+    index = torch.cat([ids for _, _, ids in edges]).to(device)
+    picked = hidden[rows, queries].float()
     scores = (picked * head.weight[index].float()).sum(-1)
     if getattr(head, "bias", None) is not None:
         scores = scores + head.bias[index].float()
     out, start = [], 0
-    for trie in tries:
-        table = torch.zeros(len(trie.children), max(map(len, trie.children)), device=hidden.device)
-        for j, kids in enumerate(trie.children):
-            table[j, :len(kids)] = scores[start:start + len(kids)]
-            start += len(kids)
+    for trie, (queries, slots, _) in zip(tries, edges):
+        table = torch.zeros(len(trie.children), max(map(len, trie.children)), device=device)
+        table[queries.to(device), slots.to(device)] = scores[start:start + len(queries)]
+        start += len(queries)
         out.append(table)
     return out
-
-
-def _ancestry(parents: Sequence[int]) -> torch.Tensor:
-    """``(T, T)`` bool: ``[j, i]`` when query ``i`` is ``j`` or one of its ancestors."""
-    size = len(parents)
-    seen = torch.zeros(size, size, dtype=torch.bool)
-    for j, parent in enumerate(parents):  # parents come first, so their rows are complete
-        if parent >= 0:
-            seen[j] = seen[parent]
-        seen[j, j] = True
-    return seen
 
 
 def tree_inputs(
@@ -131,7 +144,7 @@ def tree_inputs(
             mask[b, 0, :size, :length] = True
         else:
             mask[b, 0, :size, :cache_width] = visible[b]
-        mask[b, 0, :size, cache_width:cache_width + size] = _ancestry(trie.parents)
+        mask[b, 0, :size, cache_width:cache_width + size] = trie.ancestry
     return {"input_ids": ids, "position_ids": positions, "attention_mask": mask}
 
 

@@ -129,6 +129,8 @@ def test_flattened_trie_and_its_mask():
     flat = flatten(trie.root, 9)
     assert flat.tokens == [9, 5, 8, 6, 7] and flat.parents == [-1, 0, 0, 1, 1] and flat.depths == [0, 1, 1, 2, 2]
     assert flat.query_of[id(trie.root)] == 0 and flat.query_of[id(trie.root[5][6])] == 3
+    queries, slots, ids = flat.edges  # every (query, child) pair, as child_logits scores them
+    assert (queries.tolist(), slots.tolist(), ids.tolist()) == ([0, 0, 1, 1, 2, 3, 4], [0, 1, 0, 1, 0, 0, 0], [5, 8, 6, 7, 1, 1, 1])
     inputs = tree_inputs([3], [flat], cache_width=4, pad_id=0)
     assert inputs["position_ids"].tolist() == [[3, 4, 4, 5, 5]]
     mask = inputs["attention_mask"][0, 0].int().tolist()
@@ -165,3 +167,22 @@ def test_a_policy_scoring_full_logits_decodes_its_constrained_replies(policy):
 
     assert LLMPolicy(policy.model, policy.tokenizer).backend.constrained == "tree"
     assert FullLogits(policy.model, policy.tokenizer).backend.constrained == "decode"
+
+
+def test_tries_are_built_once_per_allowed_set_in_a_bounded_memo(policy, turns, monkeypatch):
+    import rspo_gym.policies.hf_backend as hf_backend
+
+    prompts, allowed = [p for p, _ in turns], [a for _, a in turns]
+    config = GenerationConfig(temperature=1.0, seed=3)
+    backend = HFBackend(policy.model, policy.tokenizer)
+    first = backend.generate(prompts, config, allowed)
+    kept = dict(backend._flat)
+    assert len(kept) == len({(tuple(a), p[-1]) for p, a in turns}) < len(turns)  # the repeated turn shares one
+    again = backend.generate(prompts, config, allowed)
+    assert all(backend._flat[key] is built for key, built in kept.items())  # nothing rebuilt
+    monkeypatch.setattr(hf_backend, "TRIE_MEMO_SIZE", 2)
+    small = HFBackend(policy.model, policy.tokenizer)
+    bounded = small.generate(prompts, config, allowed)
+    assert len(small._flat) == 2
+    for out in (again, bounded):
+        assert (out.response_ids, out.logprobs, out.allowed_token_ids) == (first.response_ids, first.logprobs, first.allowed_token_ids)
