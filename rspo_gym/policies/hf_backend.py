@@ -410,29 +410,33 @@ class HFBackend:
             memo.popitem(last=False)
         return out
 
-    def chunks(self, lengths: Sequence[int], max_padding: float | None = None) -> list[list[int]]:
+    def chunks(self, lengths: Sequence[int], max_padding: float | None = None, widths: Sequence[int] | None = None) -> list[list[int]]:
         """Prompt indices grouped by similar length, each chunk within the row and token budgets.
 
         Prompts of a multi-turn batch differ a lot in length (ALFWorld: ~300-1,100 tokens), and a
         padded batch pays for its longest prompt in every row; sorting first keeps the padding
         small while each chunk stays one batched call. ``max_padding`` also caps a chunk's padding
-        at that fraction of its real tokens.
+        at that fraction of its real tokens. ``widths`` (one per prompt) sorts and caps the
+        padding by those instead, for a pass whose widest input is not the prompt; the token
+        budget still counts the prompts.
         """
-        order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+        keys = lengths if widths is None else widths
+        order = sorted(range(len(lengths)), key=lambda i: keys[i])
         chunks: list[list[int]] = []
-        real = 0
+        real = longest = 0
         for i in order:
             if chunks:
                 rows = len(chunks[-1]) + 1
-                padded = rows * lengths[i]  # sorted: the newcomer is the longest
-                if rows <= self.micro_batch_size and padded <= self.max_batch_tokens and (
-                    max_padding is None or padded <= (1 + max_padding) * (real + lengths[i])
+                padded = rows * keys[i]  # sorted: the newcomer is the widest
+                if rows <= self.micro_batch_size and rows * max(longest, lengths[i]) <= self.max_batch_tokens and (
+                    max_padding is None or padded <= (1 + max_padding) * (real + keys[i])
                 ):
                     chunks[-1].append(i)
-                    real += lengths[i]
+                    real += keys[i]
+                    longest = max(longest, lengths[i])
                     continue
             chunks.append([i])
-            real = lengths[i]
+            real, longest = keys[i], lengths[i]
         return chunks
 
     @torch.no_grad()
@@ -556,7 +560,9 @@ class HFBackend:
             which.append(unique[key])
         tries, flat = zip(*self._flat_tries([(allowed[row], prompt_ids[row][-1]) for row in first]))
         node_logits: list[torch.Tensor] = [torch.empty(0)] * len(unique)
-        for chunk in self.chunks([len(prompt_ids[first[u]]) for u in range(len(unique))], self.max_padding):
+        # inside a session a prompt runs only its new tokens, and the trie's queries are the widest input
+        widths = [len(f.tokens) for f in flat] if self._prefixes is not None else None
+        for chunk in self.chunks([len(prompt_ids[row]) for row in first], self.max_padding, widths):
             scores = self._tree_scores([prompt_ids[first[u]] for u in chunk], [flat[u] for u in chunk], device)
             for u, table in zip(chunk, scores):
                 node_logits[u] = table

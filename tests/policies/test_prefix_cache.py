@@ -166,13 +166,13 @@ def test_lora_adapters_reuse_only_what_their_own_routing_kept(conversation):
 def test_the_byte_bound_evicts_least_recently_used_prompts(policy, conversation):
     expected = _run(HFBackend(policy.model, policy.tokenizer), conversation, seed=5)
     reused = {}
-    for budget in (1 << 30, 1 << 19, 0):
+    for budget in (1 << 30, 1 << 18, 0):
         backend = HFBackend(policy.model, policy.tokenizer, prefix_cache_bytes=budget)
         with backend.session():
             _assert_same(expected, _run(backend, conversation, seed=5))
             assert backend._prefixes.nbytes <= budget
         reused[budget] = backend.prefix_stats["reused_tokens"]
-    assert reused[1 << 30] > reused[1 << 19] > reused[0] == 0
+    assert reused[1 << 30] > reused[1 << 18] > reused[0] == 0
 
 
 def test_allowed_replies_are_tokenised_once_and_the_memo_is_bounded(policy, conversation, monkeypatch):
@@ -198,3 +198,12 @@ def test_a_policy_without_backend_sessions_gets_a_no_op_one(policy):
         assert policy.backend._prefixes is not None
     with LLMPolicy(policy.model, policy.tokenizer, backend=NoSessions()).generation_session() as inside:
         assert inside is None
+
+
+def test_chunks_sort_by_widths_and_still_budget_the_prompts_tokens(policy):
+    """Inside a session the tries' queries, not the prompts, are a scoring pass's widest input."""
+    backend = HFBackend(policy.model, policy.tokenizer, max_batch_tokens=100)
+    lengths = [50, 10, 40]
+    assert backend.chunks(lengths) == [[1, 2], [0]]
+    assert backend.chunks(lengths, widths=[1, 9, 2]) == [[0, 2], [1]]  # 3 rows x 50 tokens would pass the budget
+    assert backend.chunks([10, 10, 10], 0.25, widths=[10, 10, 30]) == [[0, 1], [2]]
