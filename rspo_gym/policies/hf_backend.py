@@ -560,8 +560,7 @@ class HFBackend:
             which.append(unique[key])
         tries, flat = zip(*self._flat_tries([(allowed[row], prompt_ids[row][-1]) for row in first]))
         node_logits: list[torch.Tensor] = [torch.empty(0)] * len(unique)
-        # inside a session a prompt runs only its new tokens, and the trie's queries are the widest input
-        widths = [len(f.tokens) for f in flat] if self._prefixes is not None else None
+        widths = self._session_widths([prompt_ids[row] for row in first], flat) if self._prefixes is not None else None
         for chunk in self.chunks([len(prompt_ids[row]) for row in first], self.max_padding, widths):
             scores = self._tree_scores([prompt_ids[first[u]] for u in chunk], [flat[u] for u in chunk], device)
             for u, table in zip(chunk, scores):
@@ -580,6 +579,14 @@ class HFBackend:
                 (tokens, logps, allowed_ids),
             )
         return GenerationOutput(self.tokenizer.batch_decode(tokens, skip_special_tokens=True), tokens, logps, allowed_ids)
+
+    def _session_widths(self, prompts: Sequence[Sequence[int]], flat: Sequence[FlatTrie]) -> list[int]:
+        """Each prompt's tokens past its longest kept prefix plus its trie's queries: inside a
+        session the inputs of its two scoring passes, so the widths to chunk by (a conversation's
+        prompts differ more in their tries, ~40-300 queries, than in their new tokens)."""
+        kept = self._prefixes
+        kept.validate(self._fingerprint())
+        return [len(p) - 1 - kept.longest(p[:-1])[0] + len(f.tokens) for p, f in zip(prompts, flat)]
 
     def _walk(self, rows, nodes, scores, config, generator, outputs) -> None:
         """Draw the replies of ``rows`` down their tries (``nodes``: each row's root), one token step
