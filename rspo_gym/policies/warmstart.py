@@ -59,7 +59,7 @@ from rspo_gym.policies.hf_backend import allowed_token_ids, eos_token_ids
 from rspo_gym.rollout.collector import constrained_choices
 from rspo_gym.policies.llm import LLMPolicy
 from rspo_gym.rollout.prompts import PROMPT_FORMATS, Conversation, PromptBuilder, parse_action, template_for
-from rspo_gym.rollout.trajectory import StepRow, micro_batches, to_batch
+from rspo_gym.rollout.trajectory import StepRow, micro_batches, rows_by_key, to_batch
 
 __all__ = ["WarmStartConfig", "expert_demonstrations", "behaviour_clone", "warm_start"]
 
@@ -204,10 +204,8 @@ def _episode_batches(rows: Sequence[StepRow], batch_size: int, generator: torch.
     """Shuffled mini-batches of whole episodes (``traj_id``), each filled to at least ``batch_size``
     rows: a conversation's rows nest, so a batch that holds its episodes whole runs one packed
     sequence per episode (``LLMPolicy.forward``) instead of one per row."""
-    episodes: dict[int, list[int]] = {}
-    for index, row in enumerate(rows):
-        episodes.setdefault(row.traj_id, []).append(index)
-    order = [list(episodes.values())[k] for k in torch.randperm(len(episodes), generator=generator).tolist()]
+    episodes = rows_by_key([row.traj_id for row in rows])
+    order = [episodes[k] for k in torch.randperm(len(episodes), generator=generator).tolist()]
     batches: list[list[int]] = [[]]
     for episode in order:
         if len(batches[-1]) >= batch_size:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, fields
 from itertools import chain
 from typing import Any, Hashable, Sequence
 
-__all__ = ["StepRow", "Trajectory", "Rollout", "TrainingBatch", "to_batch", "pack_by_tokens", "micro_batches", "group_outcomes"]
+__all__ = ["StepRow", "Trajectory", "Rollout", "TrainingBatch", "to_batch", "pack_by_tokens", "micro_batches", "rows_by_key", "group_outcomes"]
 
 
 @dataclass
@@ -232,6 +232,19 @@ def pack_by_tokens(lengths: Sequence[tuple[int, int]], budget: int) -> list[list
     return groups
 
 
+def rows_by_key(keys: Sequence[Hashable]) -> list[list[int]]:
+    """The indices of equal ``keys`` grouped, groups in order of first appearance, each in order
+    (a chain's or a trajectory's rows).
+
+    >>> rows_by_key(["a", "b", "a", "c"])
+    [[0, 2], [1], [3]]
+    """
+    groups: dict[Hashable, list[int]] = {}
+    for i, key in enumerate(keys):
+        groups.setdefault(key, []).append(i)
+    return list(groups.values())
+
+
 def micro_batches(
     lengths: Sequence[tuple[int, int]], max_rows: int, max_tokens: int | None = None, chains: Sequence[Hashable] | None = None,
 ) -> list[list[int]]:
@@ -251,13 +264,7 @@ def micro_batches(
     >>> micro_batches([(3, 1), (10, 6), (4, 2), (2, 2)], 2, chains=[2, 1, 2, 3])
     [[1, 0, 2], [3]]
     """
-    if chains is None:
-        units = [[i] for i in range(len(lengths))]
-    else:
-        members: dict[Hashable, list[int]] = {}
-        for i, key in enumerate(chains):
-            members.setdefault(key, []).append(i)
-        units = list(members.values())
+    units = [[i] for i in range(len(lengths))] if chains is None else rows_by_key(chains)
     longest = [max((lengths[i] for i in unit), key=sum) for unit in units]
     if max_tokens is not None:
         groups = pack_by_tokens(longest, max_tokens)

@@ -23,6 +23,8 @@ from typing import Any, Hashable, Iterable, Iterator, Sequence
 
 import torch
 
+from rspo_gym.rollout.trajectory import rows_by_key
+
 __all__ = ["SingleProcess", "Accelerated", "chain_order", "detect", "launched", "rank_minibatches"]
 
 _LAUNCHER_VARIABLES = ("LOCAL_RANK", "ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED")
@@ -73,10 +75,7 @@ def chain_order(chains: Sequence[Hashable], generator: torch.Generator) -> torch
     >>> chain_order(["a", "b", "a", "c"], torch.Generator().manual_seed(0)).tolist()
     [3, 0, 2, 1]
     """
-    members: dict[Hashable, list[int]] = {}
-    for row, key in enumerate(chains):
-        members.setdefault(key, []).append(row)
-    groups = list(members.values())
+    groups = rows_by_key(chains)
     return torch.tensor([row for k in torch.randperm(len(groups), generator=generator).tolist() for row in groups[k]], dtype=torch.long)
 
 
