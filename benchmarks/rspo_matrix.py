@@ -76,10 +76,14 @@ from common import peak_rss_mb, run_fresh, write_json  # noqa: E402
 
 from rspo_gym.cli import _config_overrides  # noqa: E402
 
-ALFWORLD, WEBSHOP = "rspo/ALFWorld-v0", "rspo/WebShop-v0"
+ALFWORLD, WEBSHOP, WEBSHOP_V1 = "rspo/ALFWorld-v0", "rspo/WebShop-v0", "rspo/WebShop-v1"
+WEBSHOPS = (WEBSHOP, WEBSHOP_V1)
 BASES = ("grpo", "ppo", "gigpo")
 #: The process reward each role names, per env family.
-PROCESS = {"aligned": {ALFWORLD: "milestones", WEBSHOP: "score"}, "misaligned": {ALFWORLD: "events", WEBSHOP: "events"}}
+PROCESS = {"aligned": {ALFWORLD: "milestones", WEBSHOP: "score", WEBSHOP_V1: "score"},
+           "misaligned": {ALFWORLD: "events", WEBSHOP: "events", WEBSHOP_V1: "events"}}
+#: Each env's validation split: what pilots choose settings on (``--validation``), never the held-out one.
+VALIDATION = {ALFWORLD: "valid_seen", WEBSHOP: "valid", WEBSHOP_V1: "valid"}
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,10 @@ class ProcessChoice:
 #: pays upstream's partial credit), the one per-event reward that did not drive success down
 #: (``option``, ``product`` and ``events`` did, even paid once and weighted down to 0.1).
 #: A run overrides them with ``--helpful ENV=NAME[:once]``.
-HELPFUL = {ALFWORLD: ProcessChoice("events", once=True), WEBSHOP: ProcessChoice("purchase")}
+HELPFUL = {ALFWORLD: ProcessChoice("events", once=True), WEBSHOP: ProcessChoice("purchase"), WEBSHOP_V1: ProcessChoice("purchase")}
+#: The ``premise`` role's process reward per env: the paper's premise, a dense reward that is
+#: faster than the outcome early and ends lower (chosen by the premise search, docs/premise_method.md).
+PREMISE = {WEBSHOP_V1: ProcessChoice("purchase", weights={"purchase": 10.0}), ALFWORLD: ProcessChoice("events", once=True, weights={"open": 3.0})}
 
 
 @dataclass(frozen=True)
@@ -113,6 +120,12 @@ class Arm:
     ``EnvPlan.helpful``); None: no process reward reaches training."""
     sync: int = 5
     """The explorer's ``explorer_sync_every`` (0: never)."""
+    explorer: tuple = ()
+    """Further RSPO settings of an explorer arm, ``((field, value), ...)`` (the levers of
+    ``RSPOConfig``: warm-up, sync on overtake, kept optimizer, updates, group size)."""
+    extra_samples: bool = False
+    """An outcome arm whose groups hold N + M members: what an explorer arm's extra samples
+    alone buy (M = N / 2 as the explorer arms')."""
 
     def process(self, env_id: str, helpful: ProcessChoice | None = None) -> ProcessChoice | None:
         """The process reward this arm trains with on ``env_id`` (``helpful``: the plan's choice
@@ -121,6 +134,10 @@ class Arm:
             return None
         if self.role == "helpful":
             return helpful or HELPFUL[env_id]
+        if self.role == "premise":
+            return PREMISE[env_id]
+        if self.role in CANDIDATES:
+            return CANDIDATES[self.role]
         return ProcessChoice(PROCESS[self.role][env_id])
 
     def process_reward(self, env_id: str, helpful: ProcessChoice | None = None) -> str | None:
@@ -144,7 +161,29 @@ ARMS = {
     "dense-helpful": Arm("dense", "helpful"),
     "explorer-helpful": Arm("rspo-explorer", "helpful"),
     "rank-helpful": Arm("rspo-rank", "helpful"),
+    "outcome-nm": Arm("outcome", extra_samples=True),
+    "dense-premise": Arm("dense", "premise"),
 }
+#: The dense-reward agent explorer: what the explorer pilot (docs/explorer_method.md) chose.
+AGENT_EXPLORER = (("explorer_warmup_iterations", 20), ("explorer_sync_every", 0), ("explorer_sync_on_overtake", True),
+                  ("explorer_keep_optimizer", True), ("explorer_updates", 1))
+ARMS.update({
+    "agent-helpful": Arm("rspo-explorer", "helpful", sync=0, explorer=AGENT_EXPLORER),
+    "agent-premise": Arm("rspo-explorer", "premise", sync=0, explorer=AGENT_EXPLORER),
+})
+#: The explorer pilot's levers, one changed at a time from ``AGENT_EXPLORER`` (``agent-helpful``),
+#: plus the premise search's candidates (``dense-cand-*``: the dense arm with a candidate reward).
+PILOT_ARMS = {
+    "agent-nowarm-helpful": Arm("rspo-explorer", "helpful", sync=0, explorer=tuple({**dict(AGENT_EXPLORER), "explorer_warmup_iterations": 0}.items())),
+    "agent-m4-helpful": Arm("rspo-explorer", "helpful", sync=0, explorer=(*AGENT_EXPLORER, ("explorer_group_size", 4))),
+    "agent-isnone-helpful": Arm("rspo-explorer", "helpful", sync=0, explorer=(*AGENT_EXPLORER, ("is_level", "none"))),
+    "dense-cand-purchase10": Arm("dense", "cand-purchase10"),
+    "dense-cand-search": Arm("dense", "cand-search"),
+}
+ARMS.update(PILOT_ARMS)
+CANDIDATES = {"cand-purchase10": ProcessChoice("purchase", weights={"purchase": 10.0}), "cand-search": ProcessChoice("search", once=True)}
+"""Premise candidates (WebShop): the purchase score paid ten-fold (rewards settling for a near
+match over finding the exact item); query coverage paid once per query (teaches searching)."""
 MAIN_ARMS = ("outcome", "dense-aligned", "dense-misaligned", "explorer-misaligned", "explorer-aligned", "rank-misaligned")
 REGIME_ARMS = ("outcome", "dense-helpful", "dense-misaligned", "explorer-helpful", "explorer-misaligned", "rank-helpful", "rank-misaligned")
 """The arms of the regimes study."""
@@ -180,6 +219,10 @@ class EnvPlan:
     (``regime_name``) and record it (``regime_info``) and the trainer's group outcomes."""
     helpful: ProcessChoice | None = None
     """The ``helpful`` role's process reward here (None: ``HELPFUL``'s for the env)."""
+    axis: str = "learner"
+    """What ``learner_steps`` and the evaluation points count: ``learner`` env steps (an
+    explorer's come on top) or ``total`` env steps, the explorer's (and its warm-up's) included:
+    equal compute, every arm measured at the same total-step marks."""
 
     @property
     def start(self) -> str:
@@ -321,7 +364,16 @@ def _regime_plans() -> dict:
     return out
 
 
+WEBSHOP_V1_PLAN = EnvPlan(36_000, COMMON, heldout=(("test", 200),), axis="total")
+"""WebShop-v1, untrained drrn, at equal *total* env steps: 36k each (the v0 matrix's explorer arms
+spent 36k in all for 24k of their learner's), every arm evaluated at the same total-step marks."""
+V1_FRACTIONS = (1 / 6, 1 / 3, 2 / 3, 1.0)
+"""The v1 study's evaluation points: the premise reward's test reads the first third's area."""
+V1_GRPO_ARMS = ("outcome", "outcome-nm", "dense-helpful", "dense-premise", "agent-helpful", "agent-premise")
+V1_OTHER_ARMS = ("outcome", "outcome-nm", "agent-helpful")
+
 _MICRO = {**COMMON, "num_groups": 2, "group_size": 2, "max_turns": 5}
+_MICRO_V1 = {**_MICRO, "env_kwargs": {"num_products": 200}}
 PLANS = {
     "matrix": Plan(ENVS, (("grpo", tuple(range(10)), MAIN_ARMS), ("ppo", tuple(range(5)), MAIN_ARMS),
                           ("gigpo", tuple(range(5)), MAIN_ARMS), ("grpo", tuple(range(5)), SYNC_ARMS[1:]))),
@@ -335,6 +387,16 @@ PLANS = {
     # the regimes study: start (untrained / a partial clone) x policy (drrn / drrn-memory), helpful rewards
     "regimes": Plan(_regime_plans(), (("grpo", tuple(range(10)), REGIME_ARMS), ("ppo", tuple(range(5)), REGIME_ARMS),
                                       ("gigpo", tuple(range(5)), REGIME_ARMS))),
+    # the explorer study on WebShop-v1 at equal total env steps (docs/results_explorer.md)
+    "webshop-v1": Plan({WEBSHOP_V1: WEBSHOP_V1_PLAN}, (("grpo", tuple(range(10)), V1_GRPO_ARMS), ("ppo", tuple(range(5)), V1_OTHER_ARMS),
+                                                     ("gigpo", tuple(range(5)), V1_OTHER_ARMS)), fractions=V1_FRACTIONS),
+    # its pilots: validation goals (--validation), seeds from 100, GRPO
+    "explorer-pilot": Plan({WEBSHOP_V1: WEBSHOP_V1_PLAN}, (("grpo", (100, 101, 102), ("outcome", "outcome-nm", "dense-helpful",
+                                                                                      "explorer-helpful", "agent-helpful", *PILOT_ARMS)),),
+                           fractions=V1_FRACTIONS),
+    # seconds: the v1 pipeline at equal total steps (tests)
+    "micro-v1": Plan({WEBSHOP_V1: EnvPlan(60, _MICRO_V1, heldout=(("test", 3),), axis="total")},
+                     (("grpo", (0,), ("outcome", "outcome-nm", "agent-helpful")),), fractions=V1_FRACTIONS),
     # seconds: the regimes pipeline (tests); the plain drrn in both regimes
     "micro-regimes": Plan(regimes(ALFWORLD, [EnvPlan(60, _MICRO, clone=clone, heldout=(("valid_seen", 2),)) for clone in ((0, 0), (2, 1))]),
                           (("grpo", (0, 1), ("outcome", "dense-helpful", "explorer-helpful")),)),
@@ -347,7 +409,8 @@ def make_trainer(env_id: str, base: str, arm: Arm, seed: int, plan: EnvPlan, out
     process = arm.process(env_id, plan.helpful)
     settings = dict(plan.trainer, model=plan.model, seed=seed, dense_outcome="outcome", process_reward=process.name if process else None,
                     process_once=bool(process and process.once), process_weights=dict(process.weights or {}) if process else {},
-                    env_kwargs={"split": "train"} if env_id == WEBSHOP else {}, output_dir=output_dir)
+                    env_kwargs={**plan.trainer.get("env_kwargs", {}), **({"split": "train"} if env_id in WEBSHOPS else {})},
+                    output_dir=output_dir)
     if plan.task_type:
         settings["train_task_ids"] = typed_train_tasks(plan)[0]
     groups, size = settings.pop("num_groups"), settings.pop("group_size")
@@ -359,8 +422,10 @@ def make_trainer(env_id: str, base: str, arm: Arm, seed: int, plan: EnvPlan, out
         if swap == "explorer":
             if base == "ppo":  # one explorer episode per task needs a learner group: 2 + 1 per task
                 groups, size = groups // 2, 2
-            extra = {"explorer_group_size": max(1, size // 2), "explorer_sync_every": arm.sync}
+            extra = {"explorer_group_size": max(1, size // 2), "explorer_sync_every": arm.sync, **dict(arm.explorer)}
         return RSPOTrainer(env_id, base=base, swap=swap, reward="outcome", num_groups=groups, group_size=size, **settings, **extra)
+    if arm.extra_samples:  # N + M: the explorer arms' M = N / 2 (PPO's: one more episode per pair of tasks)
+        groups, size = (groups * 3 // 2, 1) if base == "ppo" else (groups, size + max(1, size // 2))
     cls = {"grpo": GRPOTrainer, "ppo": PPOTrainer, "gigpo": GiGPOTrainer}[base]
     return cls(env_id, reward=arm.kind, num_groups=groups, group_size=size, **settings)
 
@@ -437,6 +502,10 @@ def run_cell(key: str, base: str, arm_name: str, seed: int, plan: Plan, cache: P
     started = time.perf_counter()
     budget = env_plan.learner_steps
     points = [round(f * budget) for f in plan.fractions]
+    axis = env_plan.axis
+    # cells of the explorer study also count wins per iteration: a share of wins is a ratio of sums
+    counts_wins = bool(arm.explorer or arm.extra_samples or axis != "learner")
+    group_keys = ("all_fail", "explorer_wins", "explorer_rescued") + (("wins", "explorer_win_count") if counts_wins else ())
     evals, train_curve, groups, counted = [], [], [], {"learner": 0, "total": 0}
     with tempfile.TemporaryDirectory() as out:
         trainer = make_trainer(env_id, base, arm, seed, env_plan, output_dir=out)
@@ -449,8 +518,8 @@ def run_cell(key: str, base: str, arm_name: str, seed: int, plan: Plan, cache: P
             train_curve.append([counted["learner"], counted["total"], metrics["rollout/success"], metrics["rollout/score"],
                                 metrics["rollout/process_events"], metrics["rollout/process_return"],
                                 metrics.get("explorer/success"), metrics.get("explorer/process_events")])
-            groups.append([counted["learner"], *(metrics.get(f"groups/{k}") for k in ("all_fail", "explorer_wins", "explorer_rescued"))])
-            while points and counted["learner"] >= points[0]:
+            groups.append([counted["learner"], *(metrics.get(f"groups/{k}") for k in group_keys)])
+            while points and counted[axis] >= points[0]:
                 if points[0] == budget:  # the final point also at verl-agent's validation temperature
                     evals.append(_evaluation(trainer, env_id, env_plan, plan.final_temperature, counted["learner"], counted["total"]))
                 evals.append(_evaluation(trainer, env_id, env_plan, plan.curve_temperature, counted["learner"], counted["total"]))
@@ -466,9 +535,11 @@ def run_cell(key: str, base: str, arm_name: str, seed: int, plan: Plan, cache: P
         record["process_once"] = bool(process and process.once)
         if process and process.weights:
             record["process_weights"] = dict(process.weights)
+    if counts_wins:  # the earlier arms' cells as they were
+        record.update({"explorer": dict(arm.explorer), "extra_samples": arm.extra_samples, "axis": env_plan.axis})
     record.update({"sync": arm.sync if arm.has_explorer else None, "seed": seed, "learner_steps": counted["learner"],
                    "total_steps": counted["total"], "evals": evals, "train_curve": train_curve})
-    if env_plan.regime:
+    if env_plan.regime or counts_wins:
         record["groups"] = groups
     return {**record, "seconds": time.perf_counter() - started, "peak_rss_mb": peak_rss_mb()}
 
@@ -518,7 +589,7 @@ def parse_helpful(values: list[str]) -> dict[str, ProcessChoice]:
     """``--helpful ENV=NAME[:once]`` (ENV: ``ALFWorld-v0`` or ``rspo/ALFWorld-v0``) -> env id -> choice."""
     from rspo_gym.envs import process_rewards
 
-    ids = {e.split("/")[-1].lower(): e for e in (ALFWORLD, WEBSHOP)} | {e.lower(): e for e in (ALFWORLD, WEBSHOP)}
+    ids = {e.split("/")[-1].lower(): e for e in (ALFWORLD, *WEBSHOPS)} | {e.lower(): e for e in (ALFWORLD, *WEBSHOPS)}
     out = {}
     for value in values:
         env, _, spec = value.partition("=")
@@ -561,6 +632,8 @@ def _select(plan: Plan, args: argparse.Namespace) -> Plan:
         envs = {e: p.overridden(settings, **fields) for e, p in envs.items()}
     if args.task_type:
         envs = {e: replace(p, task_type=args.task_type) if env_of(e) == ALFWORLD else p for e, p in envs.items()}
+    if args.validation:  # choose settings on validation tasks: the held-out ones are for the report only
+        envs = {e: replace(p, heldout=tuple((VALIDATION[env_of(e)], count) for _, count in p.heldout)) for e, p in envs.items()}
     if args.helpful:
         helpful = parse_helpful(args.helpful)
         envs = {e: replace(p, helpful=helpful[env_of(e)]) if env_of(e) in helpful else p for e, p in envs.items()}
@@ -588,6 +661,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=None, help="learner env steps per cell (pilots)")
     parser.add_argument("--task-type", default=None, help="ALFWorld: train, clone and hold out on this task type only (pilots)")
     parser.add_argument("--heldout-episodes", type=int, default=None, help="episodes per held-out task, averaged (pilots)")
+    parser.add_argument("--validation", action="store_true",
+                        help="measure on each env's validation split (ALFWorld valid_seen, WebShop valid) instead of the held-out "
+                             "one: pilots choose settings there (use another --out)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="any trainer setting of every cell, as `rspo-gym train --set` (pilots; repeatable)")
     parser.add_argument("--regimes", nargs="+", default=None, metavar="NAME",

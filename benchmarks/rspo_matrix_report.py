@@ -55,6 +55,32 @@ from rspo_gym.intervals import bootstrap_mean_ci, paired_difference_ci  # noqa: 
 from rspo_gym.plotting import forest_plot  # noqa: E402
 from rspo_matrix import ARMS, BASES, MAIN_ARMS, PLANS, REGIME_ARMS, env_of, load_results, regime_name  # noqa: E402
 
+#: The explorer study's comparisons (a plan counting ``total`` env steps: every one at equal compute).
+TOTAL_COMPARISONS = (
+    ("outcome", "start"),
+    ("outcome-nm", "outcome"),
+    ("dense-helpful", "outcome"),
+    ("dense-premise", "outcome"),
+    ("dense-cand-purchase10", "outcome"),
+    ("dense-cand-search", "outcome"),
+    ("agent-helpful", "outcome-nm"),
+    ("agent-helpful", "outcome"),
+    ("agent-helpful", "dense-helpful"),
+    ("agent-premise", "outcome-nm"),
+    ("agent-premise", "outcome"),
+    ("agent-premise", "dense-premise"),
+    ("explorer-helpful", "outcome-nm"),
+    ("agent-nowarm-helpful", "outcome-nm"),
+    ("agent-m4-helpful", "outcome-nm"),
+    ("agent-isnone-helpful", "outcome-nm"),
+    ("agent-nowarm-helpful", "agent-helpful"),
+    ("agent-m4-helpful", "agent-helpful"),
+    ("agent-isnone-helpful", "agent-helpful"),
+)
+TOTAL_MEASURE = "equal_total_env_steps"
+"""The ``measure`` of the explorer study's ``summary.json`` rows: every arm read at the same total
+env steps, the explorer's (and its warm-up's) included."""
+
 #: (a, b) arm pairs whose paired difference a - b is reported, per base.
 COMPARISONS = (
     ("outcome", "start"),
@@ -92,16 +118,18 @@ def metrics_of(env: str) -> tuple[str, ...]:
     return ("success", "score") if "webshop" in env.lower() else ("success",)
 
 
-def _point(record: dict, temperature: float, steps: int | None, *, total: bool = False, episodes: int | None = None) -> dict | None:
-    """The evaluation of ``record`` at ``temperature`` at learner ``steps`` (None: its last); with
-    ``total``, the one whose total env steps are closest to ``steps``; with ``episodes``, only
-    those measured at that many episodes per task (a start measured for several bases)."""
+def _point(record: dict, temperature: float, steps: int | None, *, total: bool = False, episodes: int | None = None,
+           axis: str = "learner") -> dict | None:
+    """The evaluation of ``record`` at ``temperature`` at ``steps`` on the plan's ``axis``
+    (``learner`` or ``total`` env steps; None: its last); with ``total``, the one whose total env
+    steps are closest to ``steps``; with ``episodes``, only those measured at that many episodes
+    per task (a start measured for several bases)."""
     evals = [e for e in record["evals"] if e["temperature"] == temperature
              and (episodes is None or e.get("episodes", 1) == episodes)]
     if total and evals and steps is not None:
         return min(evals, key=lambda e: abs(e["total_steps"] - steps))
     if steps is not None:
-        evals = [e for e in evals if e["learner_steps"] >= steps]
+        evals = [e for e in evals if e[f"{axis}_steps"] >= steps]
         return evals[0] if evals else None
     return evals[-1] if evals else None
 
@@ -137,6 +165,10 @@ class Matrix:
     def budget(self, env: str, base: str) -> int:
         return self.plan.envs[env].for_base(base).learner_steps
 
+    def axis(self, env: str) -> str:
+        """What the plan's budget counts: ``learner`` or ``total`` env steps."""
+        return self.plan.envs[env].axis
+
     def episodes(self, env: str, base: str) -> int:
         """The held-out episodes per task of ``base``'s cells: its start is read at the same."""
         return self.plan.envs[env].for_base(base).heldout_episodes
@@ -154,21 +186,22 @@ class Matrix:
         out = []
         for seed in seeds:
             point = _point(self.record(env, base, arm, seed), temperature, None if arm == "start" else steps, total=total,
-                           episodes=self.episodes(env, base) if arm == "start" else None)
+                           episodes=self.episodes(env, base) if arm == "start" else None, axis=self.axis(env))
             if point is None:
                 return None
             out.append(_vector(point, metric))
         return out
 
     def auc(self, env: str, base: str, arm: str, seeds: list[int], metric: str, temperature: float, budget: int) -> list[list[float]]:
-        """Per seed and task: the area under the held-out curve over [0, budget] / budget."""
-        out = []
+        """Per seed and task: the area under the held-out curve over [0, budget] / budget (steps on
+        the plan's axis; a budget below the plan's, as a third of it, reads the early curve)."""
+        out, axis = [], f"{self.axis(env)}_steps"
         for seed in seeds:
             start = _vector(_point(self.starts[(env, seed)], temperature, None, episodes=self.episodes(env, base)), metric)
             points = [(0, np.asarray(start))]
             for e in self.record(env, base, arm, seed)["evals"]:
-                if e["temperature"] == temperature and e["learner_steps"] <= budget * 1.05:
-                    points.append((min(e["learner_steps"], budget), np.asarray(_vector(e, metric))))
+                if e["temperature"] == temperature and e[axis] <= budget * 1.05:
+                    points.append((min(e[axis], budget), np.asarray(_vector(e, metric))))
             x = np.array([p[0] for p in points], dtype=float)
             y = np.stack([p[1] for p in points])
             out.append((np.trapezoid(y, x, axis=0) / budget).tolist())
@@ -189,9 +222,18 @@ def _describe(arm: str, cells: dict) -> tuple[str, str | None]:
     return any_cell["kind"], process + ":once" if process and any_cell.get("process_once") else process
 
 
+def comparisons(plan, env: str) -> tuple[tuple[str, str], ...]:
+    """The (a, b) pairs reported for ``env``'s plan key: the regimes study's, the explorer study's
+    (a plan on the ``total`` axis) or the matrix's."""
+    if plan.envs[env].axis == "total":
+        return TOTAL_COMPARISONS
+    return REGIME_COMPARISONS if is_regime(env) else COMPARISONS
+
+
 def view(m: Matrix, plan, view_name: str) -> tuple[list[dict], list[dict]]:
     """Rows and paired differences of one view: ``final`` (T = 1.0, at the budget), ``final_t04``,
-    ``equal_total`` (each arm where its total env steps are closest to the budget) or ``auc``."""
+    ``equal_total`` (each arm where its total env steps are closest to the budget), ``auc`` or
+    ``auc_third`` (the area under the curve's first third: early speed)."""
     envs = _envs(m, plan)
     temperature = plan.final_temperature if view_name == "final_t04" else plan.curve_temperature
     rows, diffs = [], []
@@ -204,13 +246,14 @@ def view(m: Matrix, plan, view_name: str) -> tuple[list[dict], list[dict]]:
                 continue
 
             def data(arm: str, seeds: list[int], metric: str):
-                if view_name == "auc":
-                    return None if arm == "start" else m.auc(env, base, arm, seeds, metric, temperature, budget)
+                if view_name in ("auc", "auc_third"):
+                    upto = budget if view_name == "auc" else round(budget / 3)
+                    return None if arm == "start" else m.auc(env, base, arm, seeds, metric, temperature, upto)
                 return m.matrix(env, base, arm, seeds, metric, temperature, budget, total=view_name == "equal_total")
 
             def usable(arm: str, seeds: list[int]) -> list[int]:
                 """A regime's seeds (a partial run): those with a start where the view reads it."""
-                if regime and view_name == "auc":
+                if (regime or m.axis(env) == "total") and view_name.startswith("auc"):
                     return [s for s in seeds if (env, s) in m.starts]
                 return seeds
 
@@ -221,11 +264,11 @@ def view(m: Matrix, plan, view_name: str) -> tuple[list[dict], list[dict]]:
                     values = data(arm, seeds, metric) if seeds else None
                     if values:
                         rows.append({**_row(m.where(env), base, kind, process, seeds, metric, bootstrap_mean_ci(values)), "name": arm})
-            for a, b in REGIME_COMPARISONS if regime else COMPARISONS:
+            for a, b in comparisons(plan, env):
                 if a not in arms or b not in arms:
                     continue
                 seeds = usable(a, sorted(set(m.seeds(env, base, a)) & set(m.seeds(env, base, b))))
-                if regime and len(seeds) < 2:  # a partial run: no interval from one seed
+                if (regime or m.axis(env) == "total") and len(seeds) < 2:  # a partial run: no interval from one seed
                     continue
                 for metric in metrics_of(env):
                     va, vb = (data(a, seeds, metric), data(b, seeds, metric)) if seeds else (None, None)
@@ -280,13 +323,71 @@ def group_shares(m: Matrix, plan) -> list[dict]:
                 for metric, column in SHARES.items():
                     if column > 1 and not ARMS[arm].has_explorer:
                         continue
-                    per_seed = [[v[column] for v in cells[s]["groups"] if v[column] is not None] for s in seeds]
+                    # the explorer's share of the wins: over iterations with a win (an iteration without
+                    # one, all_fail == 1, logs a share of 0 that says nothing about who wins)
+                    per_seed = [[v[column] for v in cells[s]["groups"] if v[column] is not None and (metric != "explorer_win_share" or v[1] < 1)]
+                                for s in seeds]
                     used = [s for s, values in zip(seeds, per_seed) if values]
                     if not used:
                         continue
                     values = [[float(np.mean(v))] for v in per_seed if v]
                     out.append({**_row(m.where(env), base, kind, process, used, metric, bootstrap_mean_ci(values)), "name": arm})
     return out
+
+
+def training_rates(m: Matrix, plan) -> list[dict]:
+    """Per (env, base, arm) of a plan on the ``total`` axis, what its training rollouts did, a
+    bootstrap over seeds of per-seed values: ``train_success`` (the learner's wins per episode,
+    every arm), and for explorer arms ``explorer_train_success``, ``explorer_success_gap`` (the
+    explorer's wins per episode minus its learner's, iteration by iteration: does the explorer
+    win more per sample?), ``explorer_events`` (what the farmable reward would pay per explorer
+    episode) and ``explorer_win_share`` (the explorer's share of the update's wins, a ratio of sums
+    over the run)."""
+    out = []
+    for env in _envs(m, plan):
+        if m.axis(env) != "total":
+            continue
+        for base in BASES:
+            for arm in ARMS:
+                cells = m.records.get((env, base, arm), {})
+                if not cells:
+                    continue
+                seeds = sorted(cells)
+                curves = [cells[s]["train_curve"] for s in seeds]
+                per_seed = {"train_success": [[float(np.mean([r[2] for r in c]))] for c in curves]}
+                if ARMS[arm].has_explorer:
+                    per_seed["explorer_train_success"] = [[float(np.mean([r[6] for r in c]))] for c in curves]
+                    per_seed["explorer_success_gap"] = [[float(np.mean([r[6] - r[2] for r in c]))] for c in curves]
+                    per_seed["explorer_events"] = [[float(np.mean([r[7] for r in c]))] for c in curves]
+                    wins = [(sum(g[4] for g in cells[s]["groups"]), sum(g[5] for g in cells[s]["groups"])) for s in seeds]
+                    per_seed["explorer_win_share"] = [[explorer / total] for total, explorer in wins if total]
+                kind, process = _describe(arm, cells)
+                for metric, values in per_seed.items():
+                    if values:
+                        out.append({**_row(m.where(env), base, kind, process, seeds[:len(values)], metric, bootstrap_mean_ci(values)),
+                                    "name": arm, "measure": TOTAL_MEASURE})
+    return out
+
+
+def _public_total(views: dict, rates: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The explorer study's rows and differences in ``summary.json``'s schema, each with
+    ``"measure": "equal_total_env_steps"`` and the cell arm's ``name`` (``outcome`` and the N + M
+    ``outcome-nm`` share the ``arm`` "outcome"): final held-out ``success`` and ``score``,
+    ``auc_*`` (the whole curve) and ``auc_third_*`` (its first third), and the training rates."""
+    rows, diffs = list(rates), []
+    for view_name, prefix in (("final", ""), ("auc", "auc_"), ("auc_third", "auc_third_")):
+        view_rows, view_diffs = views[view_name]
+        rows += [{**r, "metric": prefix + r["metric"], "measure": TOTAL_MEASURE} for r in view_rows]
+        diffs += [{**d, "metric": prefix + d["metric"], "measure": TOTAL_MEASURE} for d in view_diffs]
+    return rows, diffs
+
+
+def summary_kind(item: dict) -> str:
+    """Which study a ``summary.json`` row or difference belongs to: ``total`` (the explorer study,
+    at equal total env steps), ``regimes`` (it carries ``regime``) or ``matrix``."""
+    if item.get("measure") == TOTAL_MEASURE:
+        return "total"
+    return "regimes" if "regime" in item else "matrix"
 
 
 def _public(rows: list[dict], diffs: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -313,12 +414,12 @@ def _public_regimes(views: dict, shares: list[dict]) -> tuple[list[dict], list[d
     return rows, public(final_diffs, "names") + public(auc_diffs, "names", "auc_")
 
 
-def merged(path: Path, rows: list[dict], diffs: list[dict], regimes: bool) -> dict:
-    """``summary.json`` at ``path`` with this report's kind of rows and differences (the regimes
-    study's, which carry ``regime``, or the others) replaced by ``rows`` and ``diffs``; the other
-    kind kept."""
+def merged(path: Path, rows: list[dict], diffs: list[dict], kind: str) -> dict:
+    """``summary.json`` at ``path`` with this report's ``kind`` of rows and differences
+    (``summary_kind``: the matrix's, the regimes study's or the explorer study's) replaced by
+    ``rows`` and ``diffs``; the other kinds kept."""
     old = json.loads(path.read_text()) if path.exists() else {"rows": [], "differences": []}
-    kept = {k: [i for i in old.get(k, []) if ("regime" in i) != regimes] for k in ("rows", "differences")}
+    kept = {k: [i for i in old.get(k, []) if summary_kind(i) != kind] for k in ("rows", "differences")}
     return {"rows": kept["rows"] + rows, "differences": kept["differences"] + diffs}
 
 
@@ -349,6 +450,40 @@ def tables(views: dict, farmed: list[dict], m: Matrix) -> str:
         for d in views[name][1]:
             lines.append(f"| {d['env']} | {d['base']} | {d['names'][0]} − {d['names'][1]} | {d['metric']} | {d['seeds']} | {_fmt(d)} | {_verdict(d)} |")
     lines += ["", "### Farmed events per held-out episode (what the misaligned reward pays, T = 1.0)", "",
+              "| env | base | arm | seeds | events per episode [95 % CI] |", "|---|---|---|---|---|"]
+    for f in farmed:
+        lines.append(f"| {f['env']} | {f['base']} | {f['name']} | {f['seeds']} | {_fmt(f)} |")
+    return "\n".join(lines) + "\n"
+
+
+def total_tables(views: dict, farmed: list[dict], rates: list[dict]) -> str:
+    """``tables_total.md``: the explorer study's results, every arm at equal total env steps."""
+    lines = ["### Final held-out results (T = 1.0, equal total env steps)", "",
+             "| env | base | arm | process reward | seeds | metric | mean [95 % CI] | T = 0.4 | AUC (speed) | AUC, first third |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    index = {name: {(r["env"], r["base"], r["name"], r["metric"]): r for r in views[name][0]} for name in views}
+    for r in views["final"][0]:
+        key = (r["env"], r["base"], r["name"], r["metric"])
+        other = [index[v].get(key) for v in ("final_t04", "auc", "auc_third")]
+        lines.append(f"| {r['env']} | {r['base']} | {r['name']} | {r['process_reward'] or '–'} | {r['seeds']} | {r['metric']} | "
+                     f"{_fmt(r)} | " + " | ".join(_fmt(o) if o else "–" for o in other) + " |")
+    for name, title in (("final", "final, equal total env steps, T = 1.0"), ("auc", "area under the held-out curve"),
+                        ("auc_third", "area under the first third of the curve"), ("final_t04", "final, T = 0.4")):
+        lines += ["", f"### Paired differences: {title}", "", "| env | base | a − b | metric | seeds | difference [95 % CI] | verdict |",
+                  "|---|---|---|---|---|---|---|"]
+        for d in views[name][1]:
+            lines.append(f"| {d['env']} | {d['base']} | {d['names'][0]} − {d['names'][1]} | {d['metric']} | {d['seeds']} | {_fmt(d)} | {_verdict(d)} |")
+    lines += ["", "### Training rollouts (per episode, mean over the run; 95 % CI over seeds)", "",
+              "| env | base | arm | seeds | learner success | explorer success | explorer − learner | explorer events | explorer's share of wins |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    by_arm: dict[tuple, dict] = {}
+    for r in rates:
+        by_arm.setdefault((r["env"], r["base"], r["name"]), {})[r["metric"]] = r
+    for (env, base, arm), metrics in by_arm.items():
+        cells = [_fmt(metrics[k]) if k in metrics else "–" for k in
+                 ("train_success", "explorer_train_success", "explorer_success_gap", "explorer_events", "explorer_win_share")]
+        lines.append(f"| {env} | {base} | {arm} | {metrics['train_success']['seeds']} | " + " | ".join(cells) + " |")
+    lines += ["", "### Farmed events per held-out episode (what the farmable `events` reward pays, T = 1.0)", "",
               "| env | base | arm | seeds | events per episode [95 % CI] |", "|---|---|---|---|---|"]
     for f in farmed:
         lines.append(f"| {f['env']} | {f['base']} | {f['name']} | {f['seeds']} | {_fmt(f)} |")
@@ -414,7 +549,7 @@ def _curves(ax, m: Matrix, plan, env: str, base: str, metric: str = "success") -
         ax.plot(xs, means, style, color=f"C{k}", label=arm, marker="o", markersize=3)
         ax.fill_between(xs, lows, highs, color=f"C{k}", alpha=0.12)
     ax.axvline(m.budget(env, base), color="grey", linewidth=0.6)
-    ax.set_xlabel("learner env steps")
+    ax.set_xlabel(f"{m.axis(env)} env steps")
 
 
 def plot(m: Matrix, plan, out: Path) -> None:
@@ -429,16 +564,18 @@ def plot(m: Matrix, plan, out: Path) -> None:
         bases = [b for b in BASES if any(m.seeds(env, b, a) for a in ARMS)]
         if not bases:
             continue
-        fig, axes = plt.subplots(1, len(bases), figsize=(5 * len(bases), 4), dpi=110, sharey=True, squeeze=False)
-        for ax, base in zip(axes[0], bases):
-            _curves(ax, m, plan, env, base)
-            ax.set_title(f"{base} ({len(m.seeds(env, base, 'outcome'))} seeds)")
-        axes[0][0].set_ylabel("held-out success, T = 1.0 (95 % band)")
-        axes[0][-1].legend(fontsize=7)
-        fig.suptitle(f"{env}: held-out success along training (start at 0)")
-        fig.tight_layout()
-        fig.savefig(out / f"heldout_{env.split('/')[-1]}.png")
-        plt.close(fig)
+        # the explorer study (total axis) also plots WebShop's score, its headline there
+        for metric in metrics_of(env) if m.axis(env) == "total" else ("success",):
+            fig, axes = plt.subplots(1, len(bases), figsize=(5 * len(bases), 4), dpi=110, sharey=True, squeeze=False)
+            for ax, base in zip(axes[0], bases):
+                _curves(ax, m, plan, env, base, metric)
+                ax.set_title(f"{base} ({len(m.seeds(env, base, 'outcome'))} seeds)")
+            axes[0][0].set_ylabel(f"held-out {metric}, T = 1.0 (95 % band)")
+            axes[0][-1].legend(fontsize=7)
+            fig.suptitle(f"{env}: held-out {metric} along training (start at 0)")
+            fig.tight_layout()
+            fig.savefig(out / f"heldout_{env.split('/')[-1]}{'' if metric == 'success' else '_' + metric}.png")
+            plt.close(fig)
 
 
 def plot_regimes(m: Matrix, plan, out: Path) -> None:
@@ -516,23 +653,32 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     cells, starts = load_results(args.results)
     m = Matrix(cells, starts, plan)
-    views = {name: view(m, plan, name) for name in ("final", "final_t04", "equal_total", "auc")}
-    farmed = farming(m, plan)
     regimes = any(is_regime(k) for k in plan.envs)
-    if regimes:
+    total = any(p.axis == "total" for p in plan.envs.values())
+    names = ("final", "final_t04", "equal_total", "auc") + (("auc_third",) if total else ())  # total: the premise's early speed
+    views = {name: view(m, plan, name) for name in names}
+    farmed = farming(m, plan)
+    kind = "total" if total else "regimes" if regimes else "matrix"
+    if total:
+        rates = training_rates(m, plan)
+        rows, diffs = _public_total(views, rates)
+    elif regimes:
         shares = group_shares(m, plan)
         rows, diffs = _public_regimes(views, shares)
     else:
         rows, diffs = _public(*views["final"])
-    summary = merged(out / "summary.json", rows, diffs, regimes) if args.merge_summary else {"rows": rows, "differences": diffs}
+    summary = merged(out / "summary.json", rows, diffs, kind) if args.merge_summary else {"rows": rows, "differences": diffs}
     write_json(out / "summary.json", summary)
-    suffix = "_regimes" if regimes else ""
-    details = {"budget": "final: equal learner env steps at T = 1.0 (the headline)",
+    suffix = {"total": "_total", "regimes": "_regimes", "matrix": ""}[kind]
+    details = {"budget": ("final: equal total env steps at T = 1.0 (the headline)" if total
+                          else "final: equal learner env steps at T = 1.0 (the headline)"),
                "views": {k: {"rows": r, "differences": d} for k, (r, d) in views.items()}, "farmed_events": farmed}
     if regimes:
         details["group_shares"] = shares
+    if total:
+        details["training_rates"] = rates
     write_json(out / f"details{suffix}.json", details)
-    text = regime_tables(views, farmed, shares) if regimes else tables(views, farmed, m)
+    text = total_tables(views, farmed, rates) if total else regime_tables(views, farmed, shares) if regimes else tables(views, farmed, m)
     (out / f"tables{suffix}.md").write_text(text, encoding="utf-8")
     try:
         import matplotlib  # noqa: F401

@@ -64,7 +64,7 @@ def logged_keys(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
         "grpo": (GRPOTrainer, dict(kl_coef=0.01, filter_groups=True, max_num_gen_batches=2)),
         "ppo": (PPOTrainer, dict(kl_coef=0.01, use_kl_in_reward=True, kl_ctrl="adaptive")),
         "gigpo": (GiGPOTrainer, {}),
-        "rspo": (RSPOTrainer, dict(base="ppo", swap="explorer", explorer_group_size=1)),
+        "rspo": (RSPOTrainer, dict(base="ppo", swap="explorer", explorer_group_size=1, explorer_warmup_iterations=1)),
     }
     keys: set[str] = set()
     for name, (cls, extra) in runs.items():

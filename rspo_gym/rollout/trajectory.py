@@ -182,11 +182,16 @@ def group_outcomes(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     advantage is 0 on every row of such a group); ``groups/explorer_wins``, the share of the wins
     that came from trajectories another policy played (RSPO's explorer, ``source != "learner"``);
     and ``groups/explorer_rescued``, the share of groups whose only wins are such trajectories,
-    i.e. groups that would carry no outcome signal without the explorer.
+    i.e. groups that would carry no outcome signal without the explorer. ``groups/wins`` and
+    ``groups/explorer_win_count`` count the wins: a share of the wins over many iterations is the
+    ratio of their sums (averaging ``groups/explorer_wins`` counts an iteration without a win as 0).
 
     >>> def played(group, won, source="learner"): return Trajectory(0, group, 0, "", float(won), 0.0, 0.0, won, float(won), 1, 0, source)
-    >>> group_outcomes([played(0, False), played(0, False), played(1, True), played(1, False), played(2, False), played(2, True, "explorer")])
-    {'groups/all_fail': 0.3333333333333333, 'groups/explorer_wins': 0.5, 'groups/explorer_rescued': 0.3333333333333333}
+    >>> outcomes = group_outcomes([played(0, False), played(0, False), played(1, True), played(1, False), played(2, False), played(2, True, "explorer")])
+    >>> outcomes["groups/all_fail"], outcomes["groups/explorer_wins"], outcomes["groups/explorer_rescued"]
+    (0.3333333333333333, 0.5, 0.3333333333333333)
+    >>> outcomes["groups/wins"], outcomes["groups/explorer_win_count"]
+    (2, 1)
     """
     wins: dict[int, list[int]] = {}  # group -> [learner wins, other wins]
     for t in trajectories:
@@ -198,6 +203,8 @@ def group_outcomes(trajectories: Sequence[Trajectory]) -> dict[str, float]:
         "groups/all_fail": sum(a + b == 0 for a, b in wins.values()) / groups,
         "groups/explorer_wins": other_wins / max(learner_wins + other_wins, 1),
         "groups/explorer_rescued": sum(a == 0 and b > 0 for a, b in wins.values()) / groups,
+        "groups/wins": learner_wins + other_wins,
+        "groups/explorer_win_count": other_wins,
     }
 
 

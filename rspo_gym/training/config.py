@@ -416,6 +416,21 @@ class RSPOConfig(GiGPOConfig, PPOConfig):
     follows its own dense reward, away from the learner)."""
     explorer_updates: int = 1
     """Dense-reward updates of the explorer per iteration (U_p)."""
+    explorer_sync_on_overtake: bool = False
+    """Also copy the learner into the explorer when the learner overtakes it: when, over at least
+    ``explorer_overtake_window`` iterations since the last sync, the learner's training success
+    is higher than the explorer's. With ``explorer_sync_every=0`` this is the only sync: the
+    explorer keeps what its dense reward taught it for as long as it wins more per sample."""
+    explorer_overtake_window: int = 5
+    """Iterations (since the last sync) whose training success ``explorer_sync_on_overtake`` compares."""
+    explorer_keep_optimizer: bool = False
+    """Keep the explorer's optimizer state (AdamW's moments) across syncs; False: a fresh
+    optimizer at every sync, so the explorer restarts its dense-reward climb from zero momentum."""
+    explorer_warmup_iterations: int = 0
+    """Iterations the explorer trains alone on the dense reward before the learner's first (a warm
+    explorer: an agent trained with the dense process reward). They play fresh tasks with the
+    explorer's ``explorer_group_size`` members per task, and their env steps count in the first
+    iteration's ``env_steps`` (``explorer/warmup_env_steps``), so equal-compute comparisons pay for them."""
     explorer_lora: bool = False
     """With full fine-tuning: train the explorer as a LoRA adapter (r=8) on a frozen copy of the
     learner instead of training the whole copy. With a LoRA learner (``lora_r > 0``) the explorer is

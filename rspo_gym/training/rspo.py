@@ -48,11 +48,13 @@ from rspo_gym.errors import UserError
 from rspo_gym.rollout.collector import collect
 from rspo_gym.rollout.trajectory import Rollout, group_outcomes, to_batch
 
-__all__ = ["RSPOTrainer", "BASES", "SWAPS", "merge_replay", "replayable", "replay_tasks", "rank_swapped_view", "annealed_view"]
+__all__ = ["RSPOTrainer", "BASES", "SWAPS", "merge_replay", "replayable", "replay_tasks", "learner_overtook", "rank_swapped_view",
+           "annealed_view"]
 
 BASES = ("grpo", "ppo", "gigpo")
 SWAPS = ("explorer", "rank", "anneal")
 _REPLAY_TRAJ_STRIDE = 1_000_000  # replayed trajectory ids: (iteration + 1) * stride + original id
+WARMUP_STREAM = 9  # the explorer warm-up's task and sampling streams (the learner's are 1-3, the explorer's 5)
 
 
 def replayable(born: int, iteration: int, replay_age: int) -> bool:
@@ -108,6 +110,25 @@ def replay_tasks(buffer: list[tuple[int, Rollout]], iteration: int, replay_age: 
     return ranked[:count]
 
 
+def learner_overtook(history: list[dict[str, Any]], window: int) -> bool:
+    """Whether the learner has overtaken the explorer: over the latest ``window`` iterations since
+    the explorer's last sync (the synced iteration included; fewer than ``window``: not yet), its
+    training success summed is higher than the explorer's.
+
+    >>> rows = [{"rollout/success": 0.2, "explorer/success": 0.3, "explorer/synced": 1.0}] + [{"rollout/success": 0.5, "explorer/success": 0.1}] * 2
+    >>> learner_overtook(rows, 2), learner_overtook(rows, 3), learner_overtook(rows, 4), learner_overtook(rows[:1] * 3, 2)
+    (True, True, False, False)
+    """
+    since = []
+    for row in reversed(history):
+        since.append(row)
+        if row.get("explorer/synced") or len(since) == window:
+            break
+    if len(since) < window:
+        return False
+    return sum(r["rollout/success"] for r in since) > sum(r["explorer/success"] for r in since)
+
+
 class RSPOTrainer(Trainer):
     """Reward-Swap Policy Optimization around GRPO, PPO or GiGPO.
 
@@ -141,6 +162,8 @@ class RSPOTrainer(Trainer):
         self.explorer = None
         self.explorer_optimizer = None
         self._explorer_rollout: Rollout | None = None
+        self._synced = False  # the explorer was re-synced before this iteration's rollout
+        self._warmup_steps = 0  # env steps of the explorer's warm-up, counted in iteration 0's
         if c.swap == "explorer" and c.explorer_group_size > 0:
             if self.env_factory is None:
                 raise ValueError(
@@ -177,12 +200,12 @@ class RSPOTrainer(Trainer):
             return gigpo_estimate(view, self.config)
         return ppo_estimate(view, self.config, batch.response_mask, old_values, self.dist.sum_tensor)
 
-    def tasks(self, it: int) -> dict[str, Any]:
-        """The base draw, with the first ``replay_task_share`` of the groups replaying buffered tasks."""
-        drawn = super().tasks(it)
+    def tasks(self, it: int, stream: int = 0) -> dict[str, Any]:
+        """The base draw, with the first ``replay_task_share`` of the learner's groups replaying buffered tasks."""
+        drawn = super().tasks(it, stream)
         c = self.config
         count = round(c.replay_task_share * c.num_groups)
-        if self.explorer is None or count == 0 or "task_ids" not in drawn:
+        if stream or self.explorer is None or count == 0 or "task_ids" not in drawn:
             return drawn
         revisit = replay_tasks(self.buffer, it, c.replay_age, count)
         rest = [task for task in drawn["task_ids"] if task not in revisit]
@@ -235,10 +258,11 @@ class RSPOTrainer(Trainer):
         with torch.no_grad():
             for target, source in zip(mine, theirs, strict=True):
                 target.copy_(source)
-        self.explorer_optimizer.state.clear()
+        if not self.config.explorer_keep_optimizer:
+            self.explorer_optimizer.state.clear()
 
     def sync_explorer(self) -> None:
-        """phi <- theta, with a fresh explorer optimizer.
+        """phi <- theta, with a fresh explorer optimizer (its state kept with ``explorer_keep_optimizer``).
 
         A LoRA learner's explorer is a second adapter on the same base whose weights are set to the
         learner's adapter (no copy of the base). With full fine-tuning it is a copy of the learner
@@ -252,6 +276,7 @@ class RSPOTrainer(Trainer):
         if self.dist.shards_state and learner.adapter is None:
             self._sync_sharded_explorer()
             return
+        kept = self.explorer_optimizer.state_dict() if c.explorer_keep_optimizer and self.explorer_optimizer is not None else None
         if self.explorer is not None:  # its engine wrappers and optimizer are replaced below
             self.dist.release(self.explorer, self.explorer_optimizer)
         if learner.adapter is not None:
@@ -278,6 +303,35 @@ class RSPOTrainer(Trainer):
         if self.needs_values:
             self.explorer.value_head.load_state_dict(learner.value_head.state_dict())
         self.explorer_optimizer = self._make_optimizer(self.explorer)
+        if kept is not None:  # the same parameters in the same order: the moments carry over
+            self.explorer_optimizer.load_state_dict(kept)
+
+    def sync_due(self, it: int) -> bool:
+        """Whether the explorer is re-synced before iteration ``it``'s rollout: every
+        ``explorer_sync_every`` iterations, or once the learner overtakes it (``explorer_sync_on_overtake``).
+        Read from the metric history, so a resumed run syncs where the uninterrupted one did."""
+        c = self.config
+        if it == 0 or self._gen_batch > 0:
+            return False
+        if c.explorer_sync_every and it % c.explorer_sync_every == 0:
+            return True
+        return c.explorer_sync_on_overtake and learner_overtook(self.history, c.explorer_overtake_window)
+
+    def warm_up_explorer(self) -> int:
+        """Train the explorer alone on the dense reward for ``explorer_warmup_iterations``
+        iterations of fresh tasks (their own task and sampling streams); its env steps, all ranks."""
+        c = self.config
+        steps = 0
+        for k in range(c.explorer_warmup_iterations):
+            with self.dist.full_weights(self.explorer):
+                rollout = collect(
+                    self.explorer, self.explorer_venv, self.collect_config(k, stream=WARMUP_STREAM), **self.tasks(k, WARMUP_STREAM),
+                    source="explorer", row_seeds=self.row_seeds(k, c.explorer_group_size, stream=WARMUP_STREAM),
+                    on_turn=self.rollout_reporter("explorer warm-up"),
+                )
+            self.explorer_update(rollout, k)
+            steps += len(rollout.rows)
+        return int(self.dist.sum([steps])[0])
 
     def optimizers(self) -> list[torch.optim.Optimizer]:
         """The learner's optimizer and the explorer's: the lr schedule drives both."""
@@ -294,6 +348,8 @@ class RSPOTrainer(Trainer):
         trajectories to the iteration's, all of which the explorer's own update then reads."""
         c = self.config
         self._iteration_for_anneal = it
+        if self.explorer is not None and it == 0 and self._gen_batch == 0 and c.explorer_warmup_iterations:
+            self._warmup_steps = self.warm_up_explorer()
         tasks = self.tasks(it)
         with self.dist.full_weights(self.policy):
             learner = self.gen_batch_ids(collect(self.policy, self.venv, self.collect_config(it), **tasks, row_seeds=self.row_seeds(it, c.group_size),
@@ -301,7 +357,8 @@ class RSPOTrainer(Trainer):
         earlier = self._explorer_rollout if self._gen_batch > 0 else None
         self._explorer_rollout = None
         if self.explorer is not None:
-            if it > 0 and c.explorer_sync_every and it % c.explorer_sync_every == 0 and self._gen_batch == 0:
+            self._synced = self.sync_due(it)
+            if self._synced:
                 self.sync_explorer()
             with self.dist.full_weights(self.explorer):
                 explored = self.gen_batch_ids(collect(
@@ -332,9 +389,20 @@ class RSPOTrainer(Trainer):
             len(merged.rows) - len(rollout.rows), len(explorer_rollout.rows), sum(len(r.response_ids) for r in explorer_rollout.rows),
         ])  # summed over ranks
         metrics["explorer/replayed_rows"] = float(replayed)
-        metrics["explorer/env_steps"] = int(steps)
+        metrics["explorer/env_steps"] = int(steps) + self._warmup_steps
         metrics["explorer/generated_tokens"] = int(tokens)
-        for _ in range(c.explorer_updates):
+        metrics["explorer/synced"] = float(self._synced)
+        metrics["explorer/success_gap"] = metrics["explorer/success"] - self.rollout_metrics(self.gathered(rollout))["rollout/success"]
+        if self._warmup_steps:
+            metrics["explorer/warmup_env_steps"] = self._warmup_steps
+            self._warmup_steps = 0
+        metrics.update(self.explorer_update(explorer_rollout, it))
+        return metrics
+
+    def explorer_update(self, explorer_rollout: Rollout, it: int) -> dict[str, float]:
+        """``explorer_updates`` base-algorithm updates of the explorer on its own rollout's dense reward."""
+        metrics = {}
+        for _ in range(self.config.explorer_updates):
             view = Trainer.reward_view(self, explorer_rollout, "dense")
             batch = to_batch(explorer_rollout.rows, self.explorer.pad_token_id, self.explorer.device)
             with self.dist.full_weights(self.explorer):

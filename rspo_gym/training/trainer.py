@@ -425,17 +425,19 @@ class Trainer:
             deadline=None if evaluation else self._collect_deadline,
         )
 
-    def tasks(self, it: int) -> dict[str, Any]:
+    def tasks(self, it: int, stream: int = 0) -> dict[str, Any]:
         """The reset arguments of this rank's groups on iteration ``it``: seeds, or task ids from
         ``train_task_ids``. Drawn for all ``num_groups`` from the global seed and then cut to the
-        rank's share, so the tasks played do not depend on the number of ranks."""
+        rank's share, so the tasks played do not depend on the number of ranks. ``stream`` > 0
+        draws another iteration's worth of tasks (RSPO's explorer warm-up), 0 the learner's."""
         c = self.config
+        extra = (*self._draw(), stream) if stream else self._draw()
         if c.train_task_ids:
-            rng = np.random.default_rng(_seed(c.seed, it, 2, *self._draw()))
+            rng = np.random.default_rng(_seed(c.seed, it, 2, *extra))
             replace_ = len(c.train_task_ids) < c.num_groups
             chosen = rng.choice(np.asarray(c.train_task_ids), size=c.num_groups, replace=replace_)
             return {"task_ids": [int(chosen[g]) for g in self.groups]}
-        return {"seed": _seed(c.seed, it, 3, *self._draw()) % (2**31 - c.num_groups) + self.groups.start}
+        return {"seed": _seed(c.seed, it, 3, *extra) % (2**31 - c.num_groups) + self.groups.start}
 
     def row_seeds(self, it: int, group_size: int, stream: int = 1) -> list[int]:
         """Sampling seeds of this rank's sub-envs on iteration ``it``: one per (global group,

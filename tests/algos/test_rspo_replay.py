@@ -82,3 +82,55 @@ def test_the_explorer_syncs_every_k_iterations_or_never(monkeypatch, every, sync
         trainer.collect(it)
     assert len(calls) == syncs
     trainer.close()
+
+
+def _explorer_moments(trainer) -> int:
+    return sum(len(state) for state in trainer.explorer_optimizer.state.values())
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_the_explorer_keeps_its_optimizer_state_across_a_sync_only_when_asked(keep):
+    trainer = RSPOTrainer("rspo/ALFWorld-v0", explorer_sync_every=1, explorer_keep_optimizer=keep, **FAST)
+    trainer.train_on(trainer.collect(0), 0)
+    before = {k: {n: t.clone() for n, t in s.items() if torch.is_tensor(t)} for k, s in trainer.explorer_optimizer.state_dict()["state"].items()}
+    assert before and _explorer_moments(trainer) > 0
+    trainer.collect(1)  # syncs first
+    assert trainer.history == [] and trainer._synced
+    after = trainer.explorer_optimizer.state_dict()["state"]
+    if keep:
+        assert all(torch.equal(after[k][n], t) for k, s in before.items() for n, t in s.items())
+    else:
+        assert after == {}
+    trainer.close()
+
+
+def test_the_explorer_syncs_once_the_learner_overtakes_it(monkeypatch):
+    trainer = RSPOTrainer("rspo/ALFWorld-v0", explorer_sync_every=0, explorer_sync_on_overtake=True, explorer_overtake_window=2, **FAST)
+    calls = []
+    monkeypatch.setattr(trainer, "sync_explorer", lambda: calls.append(1))
+    ahead, behind = {"rollout/success": 0.1, "explorer/success": 0.5}, {"rollout/success": 0.6, "explorer/success": 0.2}
+    for history, synced in [([], False), ([ahead, ahead], False), ([ahead, behind], False), ([behind, behind], True),
+                            ([behind, {**behind, "explorer/synced": 1.0}], False)]:
+        trainer.history = history
+        trainer.collect(len(history))
+        assert trainer._synced == synced, history
+    assert len(calls) == 1
+    trainer.close()
+
+
+def test_a_warm_explorer_trains_alone_first_and_its_steps_are_counted():
+    trainer = RSPOTrainer("rspo/ALFWorld-v0", explorer_warmup_iterations=2, explorer_sync_every=0, **FAST)
+    learner = {k: v.clone() for k, v in trainer.policy.model.state_dict().items()}
+    rollout = trainer.collect(0)
+    explorer = trainer.explorer.model.state_dict()
+    assert any(not torch.equal(learner[k], explorer[k]) for k in learner)  # two dense-reward updates already
+    assert all(torch.equal(learner[k], v) for k, v in trainer.policy.model.state_dict().items())  # the learner waited
+    metrics = trainer.train_on(rollout, 0)
+    own = len(trainer._explorer_rollout.rows)
+    # two warm-up iterations of 2 tasks x 1 explorer member, at most 3 turns each
+    assert 4 <= metrics["explorer/warmup_env_steps"] <= 12
+    assert metrics["explorer/env_steps"] == own + metrics["explorer/warmup_env_steps"]
+    assert metrics["explorer/success_gap"] == metrics["explorer/success"] - trainer.rollout_metrics(rollout)["rollout/success"]
+    second = trainer.train_on(trainer.collect(1), 1)
+    assert "explorer/warmup_env_steps" not in second and second["explorer/env_steps"] == len(trainer._explorer_rollout.rows)
+    trainer.close()
