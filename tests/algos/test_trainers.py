@@ -97,6 +97,30 @@ def test_freshly_synced_explorer_replays_with_unit_importance_weights():
     assert set(sizes.values()) == {2 + 2}
 
 
+def test_an_explorer_identical_to_its_learner_is_the_base_with_groups_of_n_plus_m():
+    """phi == theta (synced every iteration, never updated): the explorer's M samples are the learner's
+    own, so the learner's update is the base algorithm's on groups of N + M, weights 1."""
+    trainer = RSPOTrainer("rspo/ALFWorld-v0", base="grpo", explorer_group_size=3, explorer_updates=0, explorer_sync_every=1,
+                          replay_age=1, **dict(SMALL, max_turns=3))
+    trainer.train_on(trainer.collect(0), 0)  # moves the learner: the sync before iteration 1 must catch up
+    merged = merge_replay(trainer.collect(1), trainer.buffer, 1, trainer.config.replay_age)
+    inputs = trainer.learner_inputs(merged)
+    mask = inputs["batch"].response_mask.bool()
+    # the explorer sampled as the learner (to float rounding: sampling and rescoring batch rows differently)
+    assert torch.allclose(inputs["is_weights"][mask], torch.ones_like(inputs["is_weights"][mask]), atol=1e-5)
+    assert torch.allclose(inputs["old_logprobs"][mask], inputs["batch"].old_logprobs[mask], atol=1e-5)
+    on_policy = replace(merged, rows=[replace(r, source="learner") for r in merged.rows],
+                        trajectories=[replace(t, source="learner") for t in merged.trajectories])
+    base = GRPOTrainer("rspo/ALFWorld-v0", **dict(SMALL, max_turns=3, group_size=2 + 3))
+    assert torch.equal(trainer.estimate(inputs["view"], inputs["batch"], None).advantages,
+                       base.estimate(base.reward_view(on_policy, "outcome"), inputs["batch"], None).advantages)
+    sizes = {}
+    for t in merged.trajectories:
+        sizes[t.group_id] = sizes.get(t.group_id, 0) + 1
+    assert set(sizes.values()) == {2 + 3}
+    trainer.close(), base.close()
+
+
 def test_rank_swap_feeds_process_progress_in_outcome_order():
     from rspo_gym.rollout.trajectory import Rollout, StepRow, Trajectory
 
