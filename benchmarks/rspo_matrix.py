@@ -171,19 +171,33 @@ ARMS.update({
     "agent-helpful": Arm("rspo-explorer", "helpful", sync=0, explorer=AGENT_EXPLORER),
     "agent-premise": Arm("rspo-explorer", "premise", sync=0, explorer=AGENT_EXPLORER),
 })
+def _agent(**levers) -> tuple:
+    """``AGENT_EXPLORER`` with these levers changed (an arm's ``explorer``)."""
+    return tuple({**dict(AGENT_EXPLORER), **levers}.items())
+
+
 #: The explorer pilot's levers, one changed at a time from ``AGENT_EXPLORER`` (``agent-helpful``),
 #: plus the premise search's candidates (``dense-cand-*``: the dense arm with a candidate reward).
 PILOT_ARMS = {
-    "agent-nowarm-helpful": Arm("rspo-explorer", "helpful", sync=0, explorer=tuple({**dict(AGENT_EXPLORER), "explorer_warmup_iterations": 0}.items())),
-    "agent-m4-helpful": Arm("rspo-explorer", "helpful", sync=0, explorer=(*AGENT_EXPLORER, ("explorer_group_size", 4))),
-    "agent-isnone-helpful": Arm("rspo-explorer", "helpful", sync=0, explorer=(*AGENT_EXPLORER, ("is_level", "none"))),
+    "agent-nowarm-helpful": Arm("rspo-explorer", "helpful", sync=0, explorer=_agent(explorer_warmup_iterations=0)),
+    "agent-m4-helpful": Arm("rspo-explorer", "helpful", sync=0, explorer=_agent(explorer_group_size=4)),
+    "agent-isnone-helpful": Arm("rspo-explorer", "helpful", sync=0, explorer=_agent(is_level="none")),
     "dense-cand-purchase10": Arm("dense", "cand-purchase10"),
     "dense-cand-search": Arm("dense", "cand-search"),
+    "dense-cand-price": Arm("dense", "cand-price"),
+    "dense-cand-product": Arm("dense", "cand-product"),
+    # the second round: a warm-up of about a quarter of the budget (48 iterations of M = 2, or 24 of M = 4)
+    "agent-w48-helpful": Arm("rspo-explorer", "helpful", sync=0, explorer=_agent(explorer_warmup_iterations=48)),
+    "agent-w48u2-helpful": Arm("rspo-explorer", "helpful", sync=0, explorer=_agent(explorer_warmup_iterations=48, explorer_updates=2)),
+    "agent-w24m4-helpful": Arm("rspo-explorer", "helpful", sync=0, explorer=_agent(explorer_warmup_iterations=24, explorer_group_size=4)),
 }
 ARMS.update(PILOT_ARMS)
-CANDIDATES = {"cand-purchase10": ProcessChoice("purchase", weights={"purchase": 10.0}), "cand-search": ProcessChoice("search", once=True)}
+CANDIDATES = {"cand-purchase10": ProcessChoice("purchase", weights={"purchase": 10.0}), "cand-search": ProcessChoice("search", once=True),
+              "cand-price": ProcessChoice("price", once=True), "cand-product": ProcessChoice("product", once=True)}
 """Premise candidates (WebShop): the purchase score paid ten-fold (rewards settling for a near
-match over finding the exact item); query coverage paid once per query (teaches searching)."""
+match over finding the exact item); query coverage paid once per query (teaches searching);
+opening a product within the budget, or a matching one, paid once per product (teach browsing
+toward the goal, then pull away from buying)."""
 MAIN_ARMS = ("outcome", "dense-aligned", "dense-misaligned", "explorer-misaligned", "explorer-aligned", "rank-misaligned")
 REGIME_ARMS = ("outcome", "dense-helpful", "dense-misaligned", "explorer-helpful", "explorer-misaligned", "rank-helpful", "rank-misaligned")
 """The arms of the regimes study."""
@@ -392,7 +406,9 @@ PLANS = {
                                                      ("gigpo", tuple(range(5)), V1_OTHER_ARMS)), fractions=V1_FRACTIONS),
     # its pilots: validation goals (--validation), seeds from 100, GRPO
     "explorer-pilot": Plan({WEBSHOP_V1: WEBSHOP_V1_PLAN}, (("grpo", (100, 101, 102), ("outcome", "outcome-nm", "dense-helpful",
-                                                                                      "explorer-helpful", "agent-helpful", *PILOT_ARMS)),),
+                                                                                      "agent-w48-helpful", "agent-w48u2-helpful",
+                                                                                      "agent-w24m4-helpful", "explorer-helpful")),
+                                                          ("grpo", (100,), ("agent-helpful", *list(PILOT_ARMS)[:7]))),
                            fractions=V1_FRACTIONS),
     # seconds: the v1 pipeline at equal total steps (tests)
     "micro-v1": Plan({WEBSHOP_V1: EnvPlan(60, _MICRO_V1, heldout=(("test", 3),), axis="total")},

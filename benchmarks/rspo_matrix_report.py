@@ -308,7 +308,7 @@ def group_shares(m: Matrix, plan) -> list[dict]:
     """Per (env, regime, base, arm) of the cells that log them (the regimes study's): the mean
     over seeds of each seed's mean over training iterations of ``groups/all_fail`` (the share of
     groups without a win: no outcome signal) and, for explorer arms, ``groups/explorer_wins``
-    (the share of wins the explorer played) and ``groups/explorer_rescued`` (the share of groups
+    (the share of wins the explorer played, over the iterations that had a win) and ``groups/explorer_rescued`` (the share of groups
     whose only wins are the explorer's), with a bootstrap-over-seeds 95 % interval; rows in
     ``summary.json``'s schema, metrics ``all_fail_share``, ``explorer_win_share``, ``explorer_rescued_share``."""
     out = []
@@ -511,8 +511,8 @@ def regime_tables(views: dict, farmed: list[dict], shares: list[dict]) -> str:
         for d in views[name][1]:
             lines.append(f"| {where(d)} | {d['base']} | {d['names'][0]} − {d['names'][1]} | {d['metric']} | {d['seeds']} | {_fmt(d)} | {_verdict(d)} |")
     lines += ["", "### Regimes: outcome signal in the update's groups (mean over training iterations; 95 % CI over seeds)", "",
-              "all-fail: groups without a win; explorer wins: the share of wins the explorer played; rescued: groups "
-              "whose only wins are the explorer's.", "",
+              "all-fail: groups without a win; explorer wins: the share of wins the explorer played, over the iterations "
+              "that had a win; rescued: groups whose only wins are the explorer's.", "",
               "| env | regime | base | arm | seeds | all-fail share | explorer win share | explorer rescued share |", "|---|---|---|---|---|---|---|---|"]
     by_arm: dict[tuple, dict] = {}
     for r in shares:
