@@ -51,7 +51,9 @@ the misaligned ``events``. A regime's files are ``cells/<env>-<regime>-<base>-<a
 ``starts/<env>-<regime>-seed<k>.json`` and ``clones/<env>-clone<episodes>x<epochs>-<policy>-seed<k>.pt``;
 its cells and starts record ``"regime": {"start": ..., "policy": ...}``, its cells the process
 reward's ``once`` and, per training iteration, ``"groups": [[learner steps, groups/all_fail,
-groups/explorer_wins, groups/explorer_rescued], ...]``.
+groups/explorer_wins, groups/explorer_rescued], ...]``; the explorer study's cells (the
+``webshop-v1`` preset) add ``groups/wins``, ``groups/explorer_win_count`` and ``explorer/synced``
+to each row, and record their ``explorer`` settings, ``extra_samples`` and ``axis``.
 
     python benchmarks/rspo_matrix.py --preset regimes --jobs 2                        # the whole study
     python benchmarks/rspo_matrix.py --preset regimes --regimes clone-50-drrn-memory untrained-drrn --bases grpo --seeds 0 1
@@ -104,9 +106,6 @@ class ProcessChoice:
 #: (``option``, ``product`` and ``events`` did, even paid once and weighted down to 0.1).
 #: A run overrides them with ``--helpful ENV=NAME[:once]``.
 HELPFUL = {ALFWORLD: ProcessChoice("events", once=True), WEBSHOP: ProcessChoice("purchase"), WEBSHOP_V1: ProcessChoice("purchase")}
-#: The ``premise`` role's process reward per env: the paper's premise, a dense reward that is
-#: faster than the outcome early and ends lower (chosen by the premise search, docs/premise_method.md).
-PREMISE = {WEBSHOP_V1: ProcessChoice("purchase", weights={"purchase": 10.0}), ALFWORLD: ProcessChoice("events", once=True, weights={"open": 3.0})}
 
 
 @dataclass(frozen=True)
@@ -134,8 +133,6 @@ class Arm:
             return None
         if self.role == "helpful":
             return helpful or HELPFUL[env_id]
-        if self.role == "premise":
-            return PREMISE[env_id]
         if self.role in CANDIDATES:
             return CANDIDATES[self.role]
         return ProcessChoice(PROCESS[self.role][env_id])
@@ -162,14 +159,13 @@ ARMS = {
     "explorer-helpful": Arm("rspo-explorer", "helpful"),
     "rank-helpful": Arm("rspo-rank", "helpful"),
     "outcome-nm": Arm("outcome", extra_samples=True),
-    "dense-premise": Arm("dense", "premise"),
 }
 #: The dense-reward agent explorer: what the explorer pilot (docs/explorer_method.md) chose.
 AGENT_EXPLORER = (("explorer_warmup_iterations", 20), ("explorer_sync_every", 0), ("explorer_sync_on_overtake", True),
                   ("explorer_keep_optimizer", True), ("explorer_updates", 1))
 ARMS.update({
     "agent-helpful": Arm("rspo-explorer", "helpful", sync=0, explorer=AGENT_EXPLORER),
-    "agent-premise": Arm("rspo-explorer", "premise", sync=0, explorer=AGENT_EXPLORER),
+    "agent-misaligned": Arm("rspo-explorer", "misaligned", sync=0, explorer=AGENT_EXPLORER),
 })
 def _agent(**levers) -> tuple:
     """``AGENT_EXPLORER`` with these levers changed (an arm's ``explorer``)."""
@@ -190,6 +186,12 @@ PILOT_ARMS = {
     "agent-w48-helpful": Arm("rspo-explorer", "helpful", sync=0, explorer=_agent(explorer_warmup_iterations=48)),
     "agent-w48u2-helpful": Arm("rspo-explorer", "helpful", sync=0, explorer=_agent(explorer_warmup_iterations=48, explorer_updates=2)),
     "agent-w24m4-helpful": Arm("rspo-explorer", "helpful", sync=0, explorer=_agent(explorer_warmup_iterations=24, explorer_group_size=4)),
+    # the third round: overtaking over 5 iterations is a coin flip between two equal policies (a few wins each), so
+    # once synced the explorer was re-synced about every 10 iterations; never sync, or judge over 20 iterations
+    "agent-w48u2-never-helpful": Arm("rspo-explorer", "helpful", sync=0,
+                                     explorer=_agent(explorer_warmup_iterations=48, explorer_updates=2, explorer_sync_on_overtake=False)),
+    "agent-w48u2-win20-helpful": Arm("rspo-explorer", "helpful", sync=0,
+                                     explorer=_agent(explorer_warmup_iterations=48, explorer_updates=2, explorer_overtake_window=20)),
 }
 ARMS.update(PILOT_ARMS)
 CANDIDATES = {"cand-purchase10": ProcessChoice("purchase", weights={"purchase": 10.0}), "cand-search": ProcessChoice("search", once=True),
@@ -383,7 +385,7 @@ WEBSHOP_V1_PLAN = EnvPlan(36_000, COMMON, heldout=(("test", 200),), axis="total"
 spent 36k in all for 24k of their learner's), every arm evaluated at the same total-step marks."""
 V1_FRACTIONS = (1 / 6, 1 / 3, 2 / 3, 1.0)
 """The v1 study's evaluation points: the premise reward's test reads the first third's area."""
-V1_GRPO_ARMS = ("outcome", "outcome-nm", "dense-helpful", "dense-premise", "agent-helpful", "agent-premise")
+V1_GRPO_ARMS = ("outcome", "outcome-nm", "dense-helpful", "dense-misaligned", "agent-helpful", "agent-misaligned")
 V1_OTHER_ARMS = ("outcome", "outcome-nm", "agent-helpful")
 
 _MICRO = {**COMMON, "num_groups": 2, "group_size": 2, "max_turns": 5}
@@ -407,7 +409,8 @@ PLANS = {
     # its pilots: validation goals (--validation), seeds from 100, GRPO
     "explorer-pilot": Plan({WEBSHOP_V1: WEBSHOP_V1_PLAN}, (("grpo", (100, 101, 102), ("outcome", "outcome-nm", "dense-helpful",
                                                                                       "agent-w48-helpful", "agent-w48u2-helpful",
-                                                                                      "agent-w24m4-helpful", "explorer-helpful")),
+                                                                                      "agent-w24m4-helpful", "explorer-helpful",
+                                                                                      "agent-w48u2-never-helpful", "agent-w48u2-win20-helpful")),
                                                           ("grpo", (100,), ("agent-helpful", *list(PILOT_ARMS)[:7]))),
                            fractions=V1_FRACTIONS),
     # seconds: the v1 pipeline at equal total steps (tests)
@@ -534,7 +537,8 @@ def run_cell(key: str, base: str, arm_name: str, seed: int, plan: Plan, cache: P
             train_curve.append([counted["learner"], counted["total"], metrics["rollout/success"], metrics["rollout/score"],
                                 metrics["rollout/process_events"], metrics["rollout/process_return"],
                                 metrics.get("explorer/success"), metrics.get("explorer/process_events")])
-            groups.append([counted["learner"], *(metrics.get(f"groups/{k}") for k in group_keys)])
+            groups.append([counted["learner"], *(metrics.get(f"groups/{k}") for k in group_keys)]
+                          + ([metrics.get("explorer/synced")] if counts_wins else []))
             while points and counted[axis] >= points[0]:
                 if points[0] == budget:  # the final point also at verl-agent's validation temperature
                     evals.append(_evaluation(trainer, env_id, env_plan, plan.final_temperature, counted["learner"], counted["total"]))

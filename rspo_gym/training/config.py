@@ -411,26 +411,32 @@ class RSPOConfig(GiGPOConfig, PPOConfig):
     reward annealed to the outcome)."""
     explorer_group_size: int = 2
     """Explorer trajectories per task, M (2: half the default ``group_size``)."""
-    explorer_sync_every: int = 5
-    """Copy the learner into the explorer every this many iterations (0: never; the explorer then
-    follows its own dense reward, away from the learner)."""
-    explorer_updates: int = 1
-    """Dense-reward updates of the explorer per iteration (U_p)."""
-    explorer_sync_on_overtake: bool = False
-    """Also copy the learner into the explorer when the learner overtakes it: when, over at least
+    explorer_sync_every: int = 0
+    """Copy the learner into the explorer every this many iterations (0: never on a schedule, only
+    when the learner overtakes it). The explorer pilot (``docs/explorer_method.md``): re-synced
+    every 5 iterations (the earlier default) it never won more per episode than its learner."""
+    explorer_updates: int = 2
+    """Dense-reward updates of the explorer per iteration (U_p; the pilot: 2 over 1)."""
+    explorer_sync_on_overtake: bool = True
+    """Copy the learner into the explorer when the learner overtakes it: when, over the latest
     ``explorer_overtake_window`` iterations since the last sync, the learner's training success
-    is higher than the explorer's. With ``explorer_sync_every=0`` this is the only sync: the
-    explorer keeps what its dense reward taught it for as long as it wins more per sample."""
-    explorer_overtake_window: int = 5
-    """Iterations (since the last sync) whose training success ``explorer_sync_on_overtake`` compares."""
-    explorer_keep_optimizer: bool = False
+    is higher than the explorer's. The explorer keeps what its dense reward taught it for as long
+    as it wins more per episode."""
+    explorer_overtake_window: int = 20
+    """Iterations (since the last sync) whose training success ``explorer_sync_on_overtake`` compares.
+    Over 5, two equal policies with a few wins each overtake each other by chance about every
+    other window, and the explorer was re-synced about every 10 iterations (the pilot)."""
+    explorer_keep_optimizer: bool = True
     """Keep the explorer's optimizer state (AdamW's moments) across syncs; False: a fresh
     optimizer at every sync, so the explorer restarts its dense-reward climb from zero momentum."""
     explorer_warmup_iterations: int = 0
     """Iterations the explorer trains alone on the dense reward before the learner's first (a warm
     explorer: an agent trained with the dense process reward). They play fresh tasks with the
     explorer's ``explorer_group_size`` members per task, and their env steps count in the first
-    iteration's ``env_steps`` (``explorer/warmup_env_steps``), so equal-compute comparisons pay for them."""
+    iteration's ``env_steps`` (``explorer/warmup_env_steps``), so equal-compute comparisons pay for them.
+    The explorer study used 48 (about a quarter of its total env steps, a quarter of the
+    learner's iterations); its cost scales with the run, so 0 is the default: set it to about a
+    quarter of ``iterations`` for an explorer that wins more per episode than its learner."""
     explorer_lora: bool = False
     """With full fine-tuning: train the explorer as a LoRA adapter (r=8) on a frozen copy of the
     learner instead of training the whole copy. With a LoRA learner (``lora_r > 0``) the explorer is

@@ -1,8 +1,10 @@
 """RSPO: reward-swap policy optimisation around any base algorithm (design §5).
 
 - ``swap="explorer"`` (default, F1): an explorer copy of the learner (full, or LoRA on a frozen
-  copy) is trained with the base algorithm on the *dense* reward and re-synced to the learner every
-  ``explorer_sync_every`` iterations. Each iteration it samples ``explorer_group_size`` (M)
+  copy) is trained with the base algorithm on the *dense* reward (``explorer_updates`` per
+  iteration, after ``explorer_warmup_iterations`` alone) and re-synced to the learner once the
+  learner wins more per episode over ``explorer_overtake_window`` iterations (or every
+  ``explorer_sync_every``). Each iteration it samples ``explorer_group_size`` (M)
   trajectories of every task the learner plays (N = ``group_size``). Its trajectories enter a
   replay buffer with their rewards swapped back to the outcome; the learner is updated with the
   base algorithm over the union group of each task (its own N plus the buffered explorer
