@@ -90,6 +90,19 @@ def test_a_second_writer_is_refused_while_the_first_runs_and_a_kill_9_frees_the_
     assert _rows(out) == rows
 
 
+
+@pytest.mark.parametrize("kind", ["symlink", "hard link", "fifo"])
+def test_a_lock_file_that_is_not_a_plain_file_of_the_run_is_one_line_and_writes_nothing_outside(kind, tmp_path):
+    precious = tmp_path / "precious.txt"
+    precious.write_text("precious\n")
+    out = tmp_path / "run"
+    out.mkdir()
+    lock = out / "rspo-gym.lock"
+    {"symlink": lambda: lock.symlink_to(precious), "hard link": lambda: os.link(precious, lock), "fifo": lambda: os.mkfifo(lock)}[kind]()
+    _refused(_cli("train", *C, "--iterations", "1", "--output-dir", str(out)), f"{lock} is not a plain file")
+    assert precious.read_text() == "precious\n" and sorted(p.name for p in out.iterdir()) == ["rspo-gym.lock"]
+
+
 # ---------------------------------------------------------------------------- no shrink
 @pytest.mark.parametrize("removed", [("checkpoint.pt",), ("checkpoint.pt", "metrics.jsonl")], ids=["checkpoint", "checkpoint+jsonl"])
 def test_a_resume_never_shrinks_the_record_whatever_the_new_flags_say(run, removed):
