@@ -245,11 +245,26 @@ def _skeleton(path: Path) -> bytes:
     return data[start:start + trailer["payload_bytes"]]
 
 
-@pytest.mark.parametrize("size", [3 * 10**9, 10**15])
+@pytest.mark.parametrize("size", [3 * 10**9, 10**15, "numpy.int64(10**15)"])
 def test_a_checkpoint_asking_for_gigabytes_is_refused_before_they_are_taken(run, size):
+    import numpy
+
+    size = numpy.int64(10**15) if size == "numpy.int64(10**15)" else size  # any integer-like is a size
     forged(run / "checkpoint.pt", _with_extra(_skeleton(run / "checkpoint.pt"), x=_Huge(size)))
     _refused(_cli("train", *C, "--iterations", "3", "--output-dir", str(run), "--resume"),
              f"checkpoint.pt is refused: it asks for bytearray({size})")
+
+
+def test_a_torch_file_asking_for_gigabytes_through_an_integer_like_is_refused_before_torch_loads_it(tmp_path):
+    import numpy
+    import torch
+
+    from rspo_gym.safe_pickle import check_torch_file
+
+    path = tmp_path / "action_scorer.pt"
+    torch.save({"x": _Huge(numpy.int64(10**15))}, path)
+    with pytest.raises(pickle.UnpicklingError, match=r"it asks for bytearray\(a value the pickle computes\)"):
+        check_torch_file(str(path))
 
 
 @pytest.mark.parametrize("buckets,expected", [(10_000_000, "does not match the tensors of action_scorer.pt"),
