@@ -356,6 +356,39 @@ def test_hostile_checkpoints_and_records_are_one_line(run, tmp_path):
     _refused(_cli(*resume, "--output-dir", str(swapped)), "does not fit this run's model and optimizer")
 
 
+def _with_moments(path: Path, change) -> None:
+    """``path`` rewritten with ``change(exp_avg, exp_avg_sq)`` applied to the AdamW moments of the
+    learner's 4th parameter (a 64 x 32 matrix) and its 1st (8192 x 32), identity kept: what anyone
+    holding the code can write."""
+    from rspo_gym.training.checkpoints import read_checkpoint, write_checkpoint
+
+    _, trailer = _trailer(path)
+    state = read_checkpoint(path)
+    for moments in (state["optimizer"]["state"][0], state["optimizer"]["state"][3]):
+        moments["exp_avg"], moments["exp_avg_sq"] = change(moments["exp_avg"].clone(), moments["exp_avg_sq"].clone())
+    write_checkpoint(path, state, trailer["identity"], label="forged")
+
+
+@pytest.mark.parametrize("case,expected", [
+    ("cut", "optimizer state exp_avg of parameter 0 has shape [1, 32], its parameter [8192, 32]"),  # was a segfault
+    ("transposed", "optimizer state exp_avg of parameter 0 has shape [32, 8192], its parameter [8192, 32]"),  # was accepted
+    ("nan", "optimizer state exp_avg of parameter 0 holds NaN or infinite values"),  # was NaN weights saved, exit 0
+    ("negative", "optimizer state exp_avg_sq of parameter 0 holds negative values"),  # its square root is NaN
+    ("int", "optimizer state exp_avg of parameter 0 is torch.int64, not floating point"),
+])
+def test_a_crafted_optimizer_state_is_one_line_before_it_is_loaded(run, case, expected):
+    import torch
+
+    change = {"cut": lambda m, v: (m[:1], v[:1]), "transposed": lambda m, v: (m.t().contiguous(), v.t().contiguous()),
+              "nan": lambda m, v: (m.fill_(float("nan")), v), "negative": lambda m, v: (m, v.fill_(-1.0)),
+              "int": lambda m, v: (m.to(torch.int64), v)}[case]
+    _with_moments(run / "checkpoint.pt", change)
+    before = _record(run)
+    line = _refused(_cli("train", *C, "--iterations", "3", "--output-dir", str(run), "--resume"), expected)
+    assert "does not fit this run's model and optimizer" in line
+    assert _record(run) == before
+
+
 def test_webshop_serve_without_flask_is_one_line():
     # None in sys.modules: importing flask fails and find_spec finds nothing, as where it is not installed
     code = "import sys; sys.modules['flask'] = None; from rspo_gym.cli import main; raise SystemExit(main(['webshop', 'serve']))"
