@@ -45,6 +45,7 @@ import numpy as np
 
 import rspo_gym  # noqa: F401  (registers the envs)
 from rspo_gym.errors import UserError
+from rspo_gym.envs.core import check_task_id
 from rspo_gym.envs.wrappers import ProcessReward
 from rspo_gym.rollout.prompts import PromptBuilder, template_for
 
@@ -181,8 +182,12 @@ class Episode:
         return list(self._actions)
 
     def reset(self, task_id: int | None = None, seed: int | None = None) -> str:
-        """Start task ``task_id`` (or one drawn from ``seed``); the first prompt."""
-        options = None if task_id is None else {"task_id": int(task_id)}
+        """Start task ``task_id`` (or one drawn from ``seed``); the first prompt.
+
+        A task id that is no integer (``1.9``, ``True``, ``"3"``) is a ``TypeError``, as in our
+        envs' own ``reset``: ``int()`` here used to turn them into tasks 1, 1 and 3 before any env
+        could refuse them, and a peer's dataset column of the wrong type played the wrong tasks."""
+        options = None if task_id is None else {"task_id": check_task_id(task_id, None)}
         obs, info = self.env.reset(seed=seed, options=options)
         self.task_id = info.get("task_id", task_id)
         self.task = info.get("task", "")

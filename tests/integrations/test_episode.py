@@ -58,6 +58,18 @@ def test_task_ids_of_a_set_too_large_to_shuffle_are_drawn_without_repeats():
     assert time.perf_counter() - started < 1 and len(set(ids)) == 1000 and all(0 <= k < 2**31 for k in ids)
 
 
+def test_a_task_id_that_is_no_integer_is_refused_not_rounded():
+    import numpy as np
+
+    episode = Episode(env_id="rspo/ALFWorld-v0", env_kwargs=ALFWORLD)
+    for task_id, kind in ((1.9, "float"), (True, "bool"), ("3", "str")):  # were played as tasks 1, 1 and 3
+        with pytest.raises(TypeError, match=f"task_id must be an integer, got {kind}"):
+            episode.reset(task_id)
+    episode.reset(np.int64(2))
+    assert episode.result()["task_id"] == 2
+    episode.close()
+
+
 @pytest.mark.parametrize("env_id, kwargs", [("rspo/ALFWorld-v0", ALFWORLD), ("rspo/WebShop-v0", WEBSHOP)])
 def test_expert_episode_rewards_and_messages(env_id, kwargs):
     episode = Episode(env_id=env_id, env_kwargs=kwargs)
