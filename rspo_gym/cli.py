@@ -54,9 +54,19 @@ def _demo_env(args: argparse.Namespace) -> gym.Env:
     if not 0 <= args.task_id < MAX_TASK_ID - args.episodes:
         raise UserError(f"--task-id must be an integer from 0 to {MAX_TASK_ID - args.episodes - 1}, got {args.task_id}")
     kwargs = {"games": args.games} if args.games else {"split": args.split}
+    last = args.task_id + args.episodes - 1
     try:
         env = gym.make("rspo/ALFWorld-v0", **kwargs)
-        env.reset(options={"task_id": args.task_id + args.episodes - 1})  # the last task: the range of all
+        size = env.unwrapped.num_tasks
+        if size is not None and last >= size:  # in the user's terms: the env's own error names the last task only
+            where, ids = f"the games in {args.games}" if args.games else f"split {args.split!r}", f"{size} tasks (ids 0 to {size - 1})"
+            if args.task_id >= size:
+                raise UserError(f"--task-id {args.task_id} out of range: {where} has {ids}")
+            raise UserError(f"--task-id {args.task_id} with --episodes {args.episodes} needs tasks {args.task_id} to {last}: "
+                            f"{where} has {ids}; start lower or play fewer")
+        env.reset(options={"task_id": last})  # the last task: a damaged game file is found before the first is played
+    except UserError:
+        raise
     except (ValueError, OSError, KeyError) as err:
         raise UserError(f"rspo-gym demo: {str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
     return env

@@ -30,10 +30,10 @@ C = ["--model", "drrn", "--algo", "grpo", "--num-groups", "1", "--group-size", "
 RECORD = ("config.json", "metrics.jsonl", "metrics.csv", "checkpoint.pt")
 
 
-def _cli(*args: str, stdin: str | None = None, limit_bytes: int | None = None) -> subprocess.CompletedProcess:
+def _cli(*args: str, stdin: str | None = None, limit_bytes: int | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
     limit = None if limit_bytes is None else (lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes)))
     return subprocess.run([sys.executable, "-m", "rspo_gym", *args], cwd=REPO, env=ENV, capture_output=True, text=True,
-                          input=stdin, timeout=600, preexec_fn=limit)
+                          input=stdin, timeout=timeout, preexec_fn=limit)
 
 
 def _refused(done: subprocess.CompletedProcess, expected: str) -> str:
@@ -129,6 +129,19 @@ def test_a_refused_resume_leaves_config_json_as_it_was(run):
         trainer.learn(1, resume=True)
     trainer.close()
     assert _record(run) == before
+
+
+def test_overwrite_removes_the_evaluation_records_rspo_gym_wrote_and_keeps_a_users_files(run):
+    evaluations = run / "evaluations"
+    evaluations.mkdir()
+    (evaluations / "000002.json").write_text("{}\n")  # a record, and a temporary file a kill left
+    (evaluations / ".000002.json.0123abcd.tmp").write_text("{")
+    (evaluations / "notes.txt").write_text("mine\n")
+    (evaluations / "plots").mkdir()
+    done = _cli("train", *C, "--iterations", "1", "--output-dir", str(run), "--overwrite")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(p.name for p in evaluations.iterdir()) == ["notes.txt", "plots"] and _rows(run) == [1]
+    assert (evaluations / "notes.txt").read_text() == "mine\n"
 
 
 # ---------------------------------------------------------------------------- atomic record files
@@ -406,11 +419,21 @@ def test_webshop_serve_without_flask_is_one_line():
     (["demo", "--games", "/etc/passwd", "--episodes", "1"], "/etc/passwd: not a readable game.tw-pddl JSON file"),
     (["demo", "--episodes", "-3"], "--episodes must be an integer from 1 to"),
     (["train", "--set", "a=" + "[" * 60_000], "--set a: its JSON value is nested too deep to read"),
+    # these used to loop forever (the generated train split is unbounded), or fail after the model loaded
+    (["quickstart", "--task-type", "nosuchtype"], "task_type 'nosuchtype' is not an ALFWorld task type: one of pick_and_place_simple"),
+    (["eval", "--model", "drrn", "--split", "train", "--task-type", "nosuchtype"], "task_type 'nosuchtype' is not an ALFWorld task"),
+    (["quickstart", "--seed", str(10**23)], f"seed must be an integer from 0 to {2**63 - 1 - 1000}, got {10**23}"),
+    (["quickstart", "--env", "rspo/Nope-v0"], "unknown env id 'rspo/Nope-v0'"),
+    (["quickstart", "--env", "CartPole-v1"], "the quick start runs on ALFWorld or WebShop, not 'CartPole-v1'"),
+    (["demo", "--task-id", "999999999"], "--task-id 999999999 out of range: split 'valid_seen' has 140 tasks (ids 0 to 139)"),
+    (["demo", "--task-id", "139"], "--task-id 139 with --episodes 3 needs tasks 139 to 141: split 'valid_seen' has 140"),
 ], ids=lambda v: " ".join(v)[:40] if isinstance(v, list) else None)
 def test_quickstart_demo_and_set_errors_are_one_line_at_once(args, expected, tmp_path):
     started = time.perf_counter()
-    _refused(_cli(*args, "--output-dir", str(tmp_path / "out")) if args[0] == "quickstart" else _cli(*args), expected)
+    done = _cli(*args, "--output-dir", str(tmp_path / "out"), timeout=60) if args[0] == "quickstart" else _cli(*args, timeout=60)
+    line = _refused(done, expected)
     assert time.perf_counter() - started < 10 and not (tmp_path / "out").exists()
+    assert "eval_seed" not in line and "1000000001" not in line  # only what the user gave
 
 
 @pytest.mark.parametrize("case", ["text env", "task ids", "dangling link"])
@@ -444,3 +467,10 @@ def test_a_large_webshop_catalog_says_its_cost_and_is_built_only_when_asked():
     _refused(_cli("train", *C, "--env", "rspo/WebShop-v0", "--set", 'env_kwargs={"num_products": 5000000}'), "allow_large_catalog=True")
     _refused(_cli("webshop", "serve", "--num-products", "5000000"), "--allow-large-catalog for webshop serve")
     assert time.perf_counter() - started < 20
+
+
+def test_a_catalog_cost_under_a_minute_is_said_in_seconds():
+    from rspo_gym.envs.webshop.env import check_catalog_size
+
+    with pytest.raises(ValueError, match=r"num_products=200000 builds a catalog and search index of about 0\.5 GB in about 25 s "):
+        check_catalog_size(200_000)  # was "in about 0 min"

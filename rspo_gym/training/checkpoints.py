@@ -62,6 +62,7 @@ import torch
 
 from rspo_gym.atomic import atomic_write, fsync_dir
 from rspo_gym.safe_pickle import allowed_classes, check_torch_file, refusal_reason
+from rspo_gym.training.eval_records import EVALUATIONS, remove_evaluations
 from rspo_gym.training.tensor_shards import join_state, plan_shards, shard_layout, split_state, tensor_data
 from rspo_gym.errors import UserError
 
@@ -432,7 +433,8 @@ def _verify_shard(file: Path, shard: dict[str, Any], path: Path) -> None:
 
 def claim_run_dir(out: Path, *, resume: bool, overwrite: bool) -> None:
     """Make ``out`` ready for a run: kept as it is for a resume; for a fresh run, refused when it
-    holds a run's record unless ``overwrite``, which removes that record (``RUN_RECORD``)."""
+    holds a run's record unless ``overwrite``, which removes that record (``RUN_RECORD``; of
+    ``evaluations/``, only the files rspo-gym wrote)."""
     if resume and overwrite:
         raise UserError("resume and overwrite exclude each other: resume continues the run in the folder, overwrite discards it")
     present = [name for name in RUN_RECORD if (out / name).exists()]
@@ -445,7 +447,10 @@ def claim_run_dir(out: Path, *, resume: bool, overwrite: bool) -> None:
         )
     for name in present:
         target = out / name
-        shutil.rmtree(target) if target.is_dir() else target.unlink()
+        if name == EVALUATIONS:  # a user's own files may sit beside the records
+            remove_evaluations(out)
+        else:
+            shutil.rmtree(target) if target.is_dir() else target.unlink()
 
 
 def restore_metrics(out: Path, history: list[dict[str, Any]]) -> None:
