@@ -402,6 +402,17 @@ def test_a_crafted_optimizer_state_is_one_line_before_it_is_loaded(run, case, ex
     assert _record(run) == before
 
 
+@pytest.mark.parametrize("nested", ["{\"a\":" * 200_000 + "1" + "}" * 200_000, "[" * 200_000])
+def test_a_config_json_nested_too_deep_to_read_is_one_line(run, nested):
+    (run / "config.json").write_text(nested)
+    _refused(_cli("eval", "--model", str(run), "--set", "progress=false", timeout=120),
+             f"rspo-gym eval: cannot read {run / 'config.json'}: it is nested too deep to read")
+    from rspo_gym.training.config import load_config  # what compare reads a run's config with too
+
+    with pytest.raises(ValueError, match="it is nested too deep to read"):
+        load_config(run / "config.json")
+
+
 def test_webshop_serve_without_flask_is_one_line():
     # None in sys.modules: importing flask fails and find_spec finds nothing, as where it is not installed
     code = "import sys; sys.modules['flask'] = None; from rspo_gym.cli import main; raise SystemExit(main(['webshop', 'serve']))"
