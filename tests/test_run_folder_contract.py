@@ -420,6 +420,27 @@ def test_webshop_serve_without_flask_is_one_line():
     _refused(done, "rspo-gym webshop serve needs Flask: pip install 'rspo-gym[web]'")
 
 
+def test_webshop_serve_with_a_flask_that_fails_to_import_is_one_line(tmp_path):
+    broken = tmp_path / "site" / "flask"
+    broken.mkdir(parents=True)  # installed, so find_spec finds it, but its import fails: a werkzeug too new for it
+    (broken / "__init__.py").write_text("raise ImportError(\"cannot import name 'url_quote' from 'werkzeug.urls'\")\n")
+    env = {**ENV, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), ENV["PYTHONPATH"]])}
+    done = subprocess.run([sys.executable, "-m", "rspo_gym", "webshop", "serve", "--num-products", "200"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    line = _refused(done, "rspo-gym webshop serve needs Flask, which is installed but does not import "
+                          "(cannot import name 'url_quote' from 'werkzeug.urls')")
+    assert "pip install" in line
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--port", "-1"], "--port must be an integer from 0 to 65535, got -1"),  # was an OverflowError traceback
+    (["--port", "70000"], "--port must be an integer from 0 to 65535, got 70000"),
+    (["--num-products", "0"], "rspo-gym webshop serve: num_products must be in [1, 5000000], got 0"),  # was a ValueError traceback
+], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+def test_webshop_serve_settings_are_one_line_before_it_serves(args, expected):
+    _refused(_cli("webshop", "serve", *args, timeout=60), expected)
+
+
 @pytest.mark.parametrize("args,expected", [
     (["quickstart", "--iterations", "-1"], "iterations must be a positive integer, got -1"),
     (["quickstart", "--time-limit-minutes", "-5"], "time_limit_minutes must be > 0"),
