@@ -54,9 +54,19 @@ def _demo_env(args: argparse.Namespace) -> gym.Env:
     if not 0 <= args.task_id < MAX_TASK_ID - args.episodes:
         raise UserError(f"--task-id must be an integer from 0 to {MAX_TASK_ID - args.episodes - 1}, got {args.task_id}")
     kwargs = {"games": args.games} if args.games else {"split": args.split}
+    last = args.task_id + args.episodes - 1
     try:
         env = gym.make("rspo/ALFWorld-v0", **kwargs)
-        env.reset(options={"task_id": args.task_id + args.episodes - 1})  # the last task: the range of all
+        size = env.unwrapped.num_tasks
+        if size is not None and last >= size:  # in the user's terms: the env's own error names the last task only
+            where, ids = f"the games in {args.games}" if args.games else f"split {args.split!r}", f"{size} tasks (ids 0 to {size - 1})"
+            if args.task_id >= size:
+                raise UserError(f"--task-id {args.task_id} out of range: {where} has {ids}")
+            raise UserError(f"--task-id {args.task_id} with --episodes {args.episodes} needs tasks {args.task_id} to {last}: "
+                            f"{where} has {ids}; start lower or play fewer")
+        env.reset(options={"task_id": last})  # the last task: a damaged game file is found before the first is played
+    except UserError:
+        raise
     except (ValueError, OSError, KeyError) as err:
         raise UserError(f"rspo-gym demo: {str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
     return env
@@ -110,20 +120,35 @@ def _human_player(info: dict) -> Callable[[dict], str | None]:
 
 
 def _webshop_serve(args: argparse.Namespace) -> int:
+    """Serve the site; every setting, and Flask itself, is checked before the catalog is built, and
+    a bad one is one line: a port outside 0-65535 (``-1`` was an ``OverflowError`` from the socket),
+    a catalog size the env refuses, a Flask that is installed but does not import (a werkzeug too
+    new for it: its own traceback named neither the extra nor the fix)."""
     import importlib.util
 
     from rspo_gym.envs.webshop.env import check_catalog_size
 
+    if not 0 <= args.port <= 65535:
+        raise UserError(f"--port must be an integer from 0 to 65535, got {args.port}")
     try:
         check_catalog_size(args.num_products, args.allow_large_catalog)
     except ValueError as err:
         raise UserError(str(err)) from None
     if importlib.util.find_spec("flask") is None:
         raise UserError("rspo-gym webshop serve needs Flask: pip install 'rspo-gym[web]'")
+    try:
+        import flask  # noqa: F401
+    except Exception as err:  # noqa: BLE001 - whatever a broken install raises: one line that names it
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise UserError(f"rspo-gym webshop serve needs Flask, which is installed but does not import ({reason}): "
+                        f"pip install --force-reinstall 'rspo-gym[web]'") from None
     from rspo_gym.envs.webshop.web import create_app
 
-    app = create_app(num_products=args.num_products, catalog_seed=args.catalog_seed, split=args.split,
-                     allow_large_catalog=args.allow_large_catalog)
+    try:
+        app = create_app(num_products=args.num_products, catalog_seed=args.catalog_seed, split=args.split,
+                         allow_large_catalog=args.allow_large_catalog)
+    except (TypeError, ValueError) as err:
+        raise UserError(f"rspo-gym webshop serve: {str(err).splitlines()[0]}") from None
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: serving on {args.host}, reachable beyond this machine", file=sys.stderr)
     print(f"WebShop ({args.num_products} products, {args.split} goals): http://{args.host}:{args.port}/")

@@ -52,6 +52,8 @@ REFERENCE_SECONDS = {"load": 7.0, "eval_episode": 0.21, "train_trajectory": 0.59
 #: The training tasks are found by scanning generated ALFWorld tasks (about 30 ms per match).
 QUICKSTART_LIMITS = {"train_tasks": 1000, "eval_tasks": 10_000, "eval_episodes": 1000, "threads": 1024}
 MAX_EVAL_EPISODES = 65_536
+#: The held-out episodes' seed is the run's seed plus this (``eval_seed``), so the two never meet.
+EVAL_SEED_OFFSET = 1000
 
 
 #: The quick start's starting model per env family: the shipped clones (``policies/models.py``).
@@ -168,12 +170,45 @@ class QuickstartConfig:
             raise ValueError(f"cpu_capability must be one of {CPU_CAPABILITIES}, got {self.cpu_capability!r}")
         if self.time_limit_minutes is not None and not self.time_limit_minutes > 0:
             raise ValueError(f"time_limit_minutes must be > 0 or None (no limit), got {self.time_limit_minutes!r}")
+        self._check_env_and_seed()
+
+    def _check_env_and_seed(self) -> None:
+        """What used to fail only once the model had loaded (seconds in), or never: an env id
+        Gymnasium lacks or that is neither ALFWorld nor WebShop (the task sets are theirs), an
+        ALFWorld task type that does not exist (its search of the unbounded ``train`` split never
+        ended) and a seed whose evaluation seed (``seed + EVAL_SEED_OFFSET``) is out of range; the
+        seed is reported as given, not as that derived ``eval_seed``."""
+        import gymnasium as gym
+
+        from rspo_gym.envs.alfworld.vocab import TASK_TYPES
+        from rspo_gym.training.envs import env_family
+        from rspo_gym.training.validation import MAX_SEED
+
+        highest = MAX_SEED - EVAL_SEED_OFFSET
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= highest:
+            raise ValueError(f"seed must be an integer from 0 to {highest}, got {self.seed!r}")
+        import rspo_gym  # noqa: F401 - registers our envs
+
+        try:
+            gym.spec(self.env_id)
+        except gym.error.Error as err:
+            raise ValueError(f"unknown env id {self.env_id!r}: {err}") from None
+        if env_family(self.env_id) not in QUICKSTART_MODELS:
+            raise ValueError(f"the quick start runs on ALFWorld or WebShop, not {self.env_id!r} (rspo-gym train takes any text env)")
+        if _is_alfworld(self) and self.task_type not in TASK_TYPES:
+            raise ValueError(f"task_type {self.task_type!r} is not an ALFWorld task type: one of {', '.join(TASK_TYPES)}")
 
 
 def alfworld_task_ids(split: str, task_type: str, count: int) -> list[int]:
-    """The first ``count`` task ids of ``split`` whose generated task has ``task_type``."""
-    from rspo_gym.envs.alfworld.tasks import GeneratedTasks
+    """The first ``count`` task ids of ``split`` whose generated task has ``task_type``.
 
+    An unknown ``task_type`` is refused first: the generated ``train`` split is unbounded, so the
+    search for it would never end."""
+    from rspo_gym.envs.alfworld.tasks import GeneratedTasks
+    from rspo_gym.envs.alfworld.vocab import TASK_TYPES
+
+    if task_type not in TASK_TYPES:
+        raise ValueError(f"task_type {task_type!r} is not an ALFWorld task type: one of {', '.join(TASK_TYPES)}")
     tasks = GeneratedTasks(split)
     ids: list[int] = []
     task_id = 0
@@ -350,7 +385,7 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, A
         config.env_id, model=policy, base=config.base, swap=config.swap, seed=config.seed,
         iterations=config.iterations, eval_every=0, output_dir=str(out), history_length=config.history_length,
         prompt_format=config.prompt_format,
-        **{**task_sets(config), **config.trainer_overrides, "eval_seed": config.seed + 1000},
+        **{**task_sets(config), **config.trainer_overrides, "eval_seed": config.seed + EVAL_SEED_OFFSET},
     )
     ref = REFERENCE_SECONDS
     expected_eval_s = episodes_per_eval * ref["eval_episode"]

@@ -13,8 +13,8 @@ which reads single-file checkpoints.
 
 Data only is not yet memory bounded: ``bytearray(3_000_000_000)`` is 30 bytes of pickle, and
 torch's weights-only reader accepts it. So the few calls that allocate with a size given as a
-number are refused (``bytes`` / ``bytearray`` of an int, an array made at any shape but numpy's
-empty placeholder, ``range``, which a list would expand), and ``check_torch_file`` reads the
+number are refused (``bytes`` / ``bytearray`` of an int or any integer-like, an array made at any
+shape but numpy's empty placeholder, ``range``, which a list would expand), and ``check_torch_file`` reads the
 pickle of a ``torch.save`` file this way before ``torch.load`` does (``scan_pickle``: every name is
 a stand-in, nothing is called, the sizes are checked). What is left allocates no more than the
 bytes the file holds, times a small factor.
@@ -77,11 +77,17 @@ _NDARRAY = _ArrayClass()
 
 
 def _no_int_size(make):
-    """``bytes`` / ``bytearray`` of a string or bytes, as pickles write them; of an int (a size:
-    gigabytes from a few bytes of pickle) refused."""
+    """``bytes`` / ``bytearray`` of a string or bytes, as pickles write them; of a size (gigabytes
+    from a few bytes of pickle) refused. A size is anything with ``__index__``, which is what
+    ``bytearray`` itself accepts: an ``int``, and also ``numpy.int64`` and any integer-like. In the
+    scanner, a ``_StandIn`` is a value the pickle computed by calling a name: no pickler writes one
+    there, and what it would be when really called is unknown, so it is refused too."""
 
     def checked(*args):
-        if args and isinstance(args[0], int):
+        if args and isinstance(args[0], _StandIn):
+            raise pickle.UnpicklingError(f"it asks for {make.__name__}(a value the pickle computes), an allocation the file "
+                                         f"may not hold")
+        if args and hasattr(type(args[0]), "__index__"):
             raise pickle.UnpicklingError(f"it asks for {make.__name__}({args[0]}), an allocation the file does not hold")
         return make(*args)
 

@@ -30,10 +30,10 @@ C = ["--model", "drrn", "--algo", "grpo", "--num-groups", "1", "--group-size", "
 RECORD = ("config.json", "metrics.jsonl", "metrics.csv", "checkpoint.pt")
 
 
-def _cli(*args: str, stdin: str | None = None, limit_bytes: int | None = None) -> subprocess.CompletedProcess:
+def _cli(*args: str, stdin: str | None = None, limit_bytes: int | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
     limit = None if limit_bytes is None else (lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes)))
     return subprocess.run([sys.executable, "-m", "rspo_gym", *args], cwd=REPO, env=ENV, capture_output=True, text=True,
-                          input=stdin, timeout=600, preexec_fn=limit)
+                          input=stdin, timeout=timeout, preexec_fn=limit)
 
 
 def _refused(done: subprocess.CompletedProcess, expected: str) -> str:
@@ -90,6 +90,19 @@ def test_a_second_writer_is_refused_while_the_first_runs_and_a_kill_9_frees_the_
     assert _rows(out) == rows
 
 
+
+@pytest.mark.parametrize("kind", ["symlink", "hard link", "fifo"])
+def test_a_lock_file_that_is_not_a_plain_file_of_the_run_is_one_line_and_writes_nothing_outside(kind, tmp_path):
+    precious = tmp_path / "precious.txt"
+    precious.write_text("precious\n")
+    out = tmp_path / "run"
+    out.mkdir()
+    lock = out / "rspo-gym.lock"
+    {"symlink": lambda: lock.symlink_to(precious), "hard link": lambda: os.link(precious, lock), "fifo": lambda: os.mkfifo(lock)}[kind]()
+    _refused(_cli("train", *C, "--iterations", "1", "--output-dir", str(out)), f"{lock} is not a plain file")
+    assert precious.read_text() == "precious\n" and sorted(p.name for p in out.iterdir()) == ["rspo-gym.lock"]
+
+
 # ---------------------------------------------------------------------------- no shrink
 @pytest.mark.parametrize("removed", [("checkpoint.pt",), ("checkpoint.pt", "metrics.jsonl")], ids=["checkpoint", "checkpoint+jsonl"])
 def test_a_resume_never_shrinks_the_record_whatever_the_new_flags_say(run, removed):
@@ -116,6 +129,19 @@ def test_a_refused_resume_leaves_config_json_as_it_was(run):
         trainer.learn(1, resume=True)
     trainer.close()
     assert _record(run) == before
+
+
+def test_overwrite_removes_the_evaluation_records_rspo_gym_wrote_and_keeps_a_users_files(run):
+    evaluations = run / "evaluations"
+    evaluations.mkdir()
+    (evaluations / "000002.json").write_text("{}\n")  # a record, and a temporary file a kill left
+    (evaluations / ".000002.json.0123abcd.tmp").write_text("{")
+    (evaluations / "notes.txt").write_text("mine\n")
+    (evaluations / "plots").mkdir()
+    done = _cli("train", *C, "--iterations", "1", "--output-dir", str(run), "--overwrite")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(p.name for p in evaluations.iterdir()) == ["notes.txt", "plots"] and _rows(run) == [1]
+    assert (evaluations / "notes.txt").read_text() == "mine\n"
 
 
 # ---------------------------------------------------------------------------- atomic record files
@@ -232,11 +258,26 @@ def _skeleton(path: Path) -> bytes:
     return data[start:start + trailer["payload_bytes"]]
 
 
-@pytest.mark.parametrize("size", [3 * 10**9, 10**15])
+@pytest.mark.parametrize("size", [3 * 10**9, 10**15, "numpy.int64(10**15)"])
 def test_a_checkpoint_asking_for_gigabytes_is_refused_before_they_are_taken(run, size):
+    import numpy
+
+    size = numpy.int64(10**15) if size == "numpy.int64(10**15)" else size  # any integer-like is a size
     forged(run / "checkpoint.pt", _with_extra(_skeleton(run / "checkpoint.pt"), x=_Huge(size)))
     _refused(_cli("train", *C, "--iterations", "3", "--output-dir", str(run), "--resume"),
              f"checkpoint.pt is refused: it asks for bytearray({size})")
+
+
+def test_a_torch_file_asking_for_gigabytes_through_an_integer_like_is_refused_before_torch_loads_it(tmp_path):
+    import numpy
+    import torch
+
+    from rspo_gym.safe_pickle import check_torch_file
+
+    path = tmp_path / "action_scorer.pt"
+    torch.save({"x": _Huge(numpy.int64(10**15))}, path)
+    with pytest.raises(pickle.UnpicklingError, match=r"it asks for bytearray\(a value the pickle computes\)"):
+        check_torch_file(str(path))
 
 
 @pytest.mark.parametrize("buckets,expected", [(10_000_000, "does not match the tensors of action_scorer.pt"),
@@ -328,11 +369,76 @@ def test_hostile_checkpoints_and_records_are_one_line(run, tmp_path):
     _refused(_cli(*resume, "--output-dir", str(swapped)), "does not fit this run's model and optimizer")
 
 
+def _with_moments(path: Path, change) -> None:
+    """``path`` rewritten with ``change(exp_avg, exp_avg_sq)`` applied to the AdamW moments of the
+    learner's 4th parameter (a 64 x 32 matrix) and its 1st (8192 x 32), identity kept: what anyone
+    holding the code can write."""
+    from rspo_gym.training.checkpoints import read_checkpoint, write_checkpoint
+
+    _, trailer = _trailer(path)
+    state = read_checkpoint(path)
+    for moments in (state["optimizer"]["state"][0], state["optimizer"]["state"][3]):
+        moments["exp_avg"], moments["exp_avg_sq"] = change(moments["exp_avg"].clone(), moments["exp_avg_sq"].clone())
+    write_checkpoint(path, state, trailer["identity"], label="forged")
+
+
+@pytest.mark.parametrize("case,expected", [
+    ("cut", "optimizer state exp_avg of parameter 0 has shape [1, 32], its parameter [8192, 32]"),  # was a segfault
+    ("transposed", "optimizer state exp_avg of parameter 0 has shape [32, 8192], its parameter [8192, 32]"),  # was accepted
+    ("nan", "optimizer state exp_avg of parameter 0 holds NaN or infinite values"),  # was NaN weights saved, exit 0
+    ("negative", "optimizer state exp_avg_sq of parameter 0 holds negative values"),  # its square root is NaN
+    ("int", "optimizer state exp_avg of parameter 0 is torch.int64, not floating point"),
+])
+def test_a_crafted_optimizer_state_is_one_line_before_it_is_loaded(run, case, expected):
+    import torch
+
+    change = {"cut": lambda m, v: (m[:1], v[:1]), "transposed": lambda m, v: (m.t().contiguous(), v.t().contiguous()),
+              "nan": lambda m, v: (m.fill_(float("nan")), v), "negative": lambda m, v: (m, v.fill_(-1.0)),
+              "int": lambda m, v: (m.to(torch.int64), v)}[case]
+    _with_moments(run / "checkpoint.pt", change)
+    before = _record(run)
+    line = _refused(_cli("train", *C, "--iterations", "3", "--output-dir", str(run), "--resume"), expected)
+    assert "does not fit this run's model and optimizer" in line
+    assert _record(run) == before
+
+
+@pytest.mark.parametrize("nested", ["{\"a\":" * 200_000 + "1" + "}" * 200_000, "[" * 200_000])
+def test_a_config_json_nested_too_deep_to_read_is_one_line(run, nested):
+    (run / "config.json").write_text(nested)
+    _refused(_cli("eval", "--model", str(run), "--set", "progress=false", timeout=120),
+             f"rspo-gym eval: cannot read {run / 'config.json'}: it is nested too deep to read")
+    from rspo_gym.training.config import load_config  # what compare reads a run's config with too
+
+    with pytest.raises(ValueError, match="it is nested too deep to read"):
+        load_config(run / "config.json")
+
+
 def test_webshop_serve_without_flask_is_one_line():
     # None in sys.modules: importing flask fails and find_spec finds nothing, as where it is not installed
     code = "import sys; sys.modules['flask'] = None; from rspo_gym.cli import main; raise SystemExit(main(['webshop', 'serve']))"
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=120)
     _refused(done, "rspo-gym webshop serve needs Flask: pip install 'rspo-gym[web]'")
+
+
+def test_webshop_serve_with_a_flask_that_fails_to_import_is_one_line(tmp_path):
+    broken = tmp_path / "site" / "flask"
+    broken.mkdir(parents=True)  # installed, so find_spec finds it, but its import fails: a werkzeug too new for it
+    (broken / "__init__.py").write_text("raise ImportError(\"cannot import name 'url_quote' from 'werkzeug.urls'\")\n")
+    env = {**ENV, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), ENV["PYTHONPATH"]])}
+    done = subprocess.run([sys.executable, "-m", "rspo_gym", "webshop", "serve", "--num-products", "200"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    line = _refused(done, "rspo-gym webshop serve needs Flask, which is installed but does not import "
+                          "(cannot import name 'url_quote' from 'werkzeug.urls')")
+    assert "pip install" in line
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--port", "-1"], "--port must be an integer from 0 to 65535, got -1"),  # was an OverflowError traceback
+    (["--port", "70000"], "--port must be an integer from 0 to 65535, got 70000"),
+    (["--num-products", "0"], "rspo-gym webshop serve: num_products must be in [1, 5000000], got 0"),  # was a ValueError traceback
+], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+def test_webshop_serve_settings_are_one_line_before_it_serves(args, expected):
+    _refused(_cli("webshop", "serve", *args, timeout=60), expected)
 
 
 @pytest.mark.parametrize("args,expected", [
@@ -345,11 +451,21 @@ def test_webshop_serve_without_flask_is_one_line():
     (["demo", "--games", "/etc/passwd", "--episodes", "1"], "/etc/passwd: not a readable game.tw-pddl JSON file"),
     (["demo", "--episodes", "-3"], "--episodes must be an integer from 1 to"),
     (["train", "--set", "a=" + "[" * 60_000], "--set a: its JSON value is nested too deep to read"),
+    # these used to loop forever (the generated train split is unbounded), or fail after the model loaded
+    (["quickstart", "--task-type", "nosuchtype"], "task_type 'nosuchtype' is not an ALFWorld task type: one of pick_and_place_simple"),
+    (["eval", "--model", "drrn", "--split", "train", "--task-type", "nosuchtype"], "task_type 'nosuchtype' is not an ALFWorld task"),
+    (["quickstart", "--seed", str(10**23)], f"seed must be an integer from 0 to {2**63 - 1 - 1000}, got {10**23}"),
+    (["quickstart", "--env", "rspo/Nope-v0"], "unknown env id 'rspo/Nope-v0'"),
+    (["quickstart", "--env", "CartPole-v1"], "the quick start runs on ALFWorld or WebShop, not 'CartPole-v1'"),
+    (["demo", "--task-id", "999999999"], "--task-id 999999999 out of range: split 'valid_seen' has 140 tasks (ids 0 to 139)"),
+    (["demo", "--task-id", "139"], "--task-id 139 with --episodes 3 needs tasks 139 to 141: split 'valid_seen' has 140"),
 ], ids=lambda v: " ".join(v)[:40] if isinstance(v, list) else None)
 def test_quickstart_demo_and_set_errors_are_one_line_at_once(args, expected, tmp_path):
     started = time.perf_counter()
-    _refused(_cli(*args, "--output-dir", str(tmp_path / "out")) if args[0] == "quickstart" else _cli(*args), expected)
+    done = _cli(*args, "--output-dir", str(tmp_path / "out"), timeout=60) if args[0] == "quickstart" else _cli(*args, timeout=60)
+    line = _refused(done, expected)
     assert time.perf_counter() - started < 10 and not (tmp_path / "out").exists()
+    assert "eval_seed" not in line and "1000000001" not in line  # only what the user gave
 
 
 @pytest.mark.parametrize("case", ["text env", "task ids", "dangling link"])
@@ -383,3 +499,10 @@ def test_a_large_webshop_catalog_says_its_cost_and_is_built_only_when_asked():
     _refused(_cli("train", *C, "--env", "rspo/WebShop-v0", "--set", 'env_kwargs={"num_products": 5000000}'), "allow_large_catalog=True")
     _refused(_cli("webshop", "serve", "--num-products", "5000000"), "--allow-large-catalog for webshop serve")
     assert time.perf_counter() - started < 20
+
+
+def test_a_catalog_cost_under_a_minute_is_said_in_seconds():
+    from rspo_gym.envs.webshop.env import check_catalog_size
+
+    with pytest.raises(ValueError, match=r"num_products=200000 builds a catalog and search index of about 0\.5 GB in about 25 s "):
+        check_catalog_size(200_000)  # was "in about 0 min"

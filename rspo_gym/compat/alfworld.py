@@ -30,6 +30,7 @@ reads the task type from the folder name (ReAct's prefix match) works.
 
 from __future__ import annotations
 
+import numbers
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -38,8 +39,10 @@ from typing import Any
 import numpy as np
 
 from rspo_gym.envs.alfworld.env import AlfworldEnv
+from rspo_gym.errors import UserError
 
-__all__ = ["AlfredTWEnv", "AlfredBatchEnv", "get_environment", "default_config", "SPLITS", "UPSTREAM_TRAIN_GAMES"]
+__all__ = ["AlfredTWEnv", "AlfredBatchEnv", "get_environment", "default_config", "SPLITS", "UPSTREAM_TRAIN_GAMES", "MAX_GAMES",
+           "MAX_BATCH_SIZE"]
 
 #: upstream ``train_eval`` → (our split, the config key of its data path, the key of its game count)
 SPLITS: dict[str, tuple[str, str, str]] = {
@@ -49,6 +52,11 @@ SPLITS: dict[str, tuple[str, str, str]] = {
 }
 #: training games of ALFWorld 0.4 (``json_2.1.1/train``), the generated ``train`` split's default cut
 UPSTREAM_TRAIN_GAMES = 3553
+#: Most games of one ``AlfredTWEnv`` (28x upstream's training set): its game list is built whole,
+#: and a ``task_types`` subset of generated games is found by generating each (about 1 ms).
+MAX_GAMES = 100_000
+#: Most slots of one ``init_env`` batch, each a live env: the trainers' own limit on envs.
+MAX_BATCH_SIZE = 65_536
 #: upstream's task type numbers (``env.task_types`` in ``base_config.yaml``)
 TASK_TYPES = {
     1: "pick_and_place_simple",
@@ -75,6 +83,22 @@ def default_config() -> dict[str, Any]:
         "dagger": {"training": {"max_nb_steps_per_episode": 50}},
         "rl": {"training": {"max_nb_steps_per_episode": 50}},
     }
+
+
+def _is_integer(value: Any) -> bool:
+    """An integer (numpy's included), not a ``bool``, a float or a string that looks like one."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def _game_count(value: Any, key: str) -> int:
+    """A config's ``num_train_games`` / ``num_eval_games``: -1 (upstream's "all"; also None or any
+    integer <= 0, as before) or a count of at most ``MAX_GAMES``, checked before the game list is
+    built (``10**9`` used to end in a ``MemoryError``)."""
+    if value is None:
+        return -1
+    if not _is_integer(value) or value > MAX_GAMES:
+        raise UserError(f"dataset.{key} must be -1 or an integer from 1 to {MAX_GAMES}, got {value!r}")
+    return int(value)
 
 
 def get_environment(env_type: str) -> type:
@@ -117,7 +141,7 @@ class AlfredTWEnv:
         self.games: str | None = data_path if data_path and Path(data_path).is_dir() else None
         self._env = AlfworldEnv(games=self.games) if self.games else AlfworldEnv(split=split)
         size = self._env.num_tasks
-        count = int(dataset.get(count_key, -1) or -1)
+        count = _game_count(dataset.get(count_key, -1), count_key)
         if size is None:  # the generated train split is unbounded: cut it to a finite game list
             size = count if count > 0 else UPSTREAM_TRAIN_GAMES
         elif count > 0:
@@ -165,8 +189,8 @@ class AlfredBatchEnv:
     """What upstream's ``init_env`` returns: a batch of ``batch_size`` games stepped together."""
 
     def __init__(self, source: AlfredTWEnv, batch_size: int) -> None:
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if not _is_integer(batch_size) or not 1 <= batch_size <= MAX_BATCH_SIZE:  # each slot is a live env: check first
+            raise UserError(f"batch_size must be an integer from 1 to {MAX_BATCH_SIZE}, got {batch_size!r}")
         self.source = source
         self.batch_size = int(batch_size)
         self.envs = [AlfworldEnv(games=source.games) if source.games else AlfworldEnv(split=source.split) for _ in range(batch_size)]

@@ -10,7 +10,7 @@ May import: ``rspo_gym.errors`` and ``rspo_gym.algos`` (the room order is checke
 
 import warnings
 
-from gymnasium.envs.registration import register, registry
+from gymnasium.envs.registration import WrapperSpec, register, registry
 
 from rspo_gym.envs.process_rewards import process_rewards
 
@@ -28,6 +28,11 @@ WEBSHOP_V1_ID = "rspo/WebShop-v1"
 warnings.filterwarnings("ignore", message=r".*The environment rspo/WebShop-v0 is out of date", category=DeprecationWarning)
 
 
+#: Wrappers ``gym.make`` puts around ours, outermost: ``CheckTaskId`` refuses a bad task id before
+#: Gymnasium's env checker sees the reset (a first reset that raises there breaks its later steps).
+_OUTER = (WrapperSpec(name="CheckTaskId", entry_point="rspo_gym.envs.wrappers:CheckTaskId", kwargs={}),)
+
+
 def register_envs() -> None:
     """Register ``rspo/ALFWorld-v0``, ``rspo/WebShop-v0`` and ``rspo/WebShop-v1`` (idempotent:
     re-imports are harmless)."""
@@ -36,12 +41,14 @@ def register_envs() -> None:
             id=ALFWORLD_ID,
             entry_point="rspo_gym.envs.alfworld.env:AlfworldEnv",
             max_episode_steps=50,
+            additional_wrappers=_OUTER,
         )
     if WEBSHOP_ID not in registry:
         register(
             id=WEBSHOP_ID,
             entry_point="rspo_gym.envs.webshop.env:WebShopEnv",
             max_episode_steps=15,
+            additional_wrappers=_OUTER,
         )
     if WEBSHOP_V1_ID not in registry:
         register(
@@ -49,4 +56,5 @@ def register_envs() -> None:
             entry_point="rspo_gym.envs.webshop.env:WebShopEnv",
             max_episode_steps=15,
             kwargs={"task_version": 1},
+            additional_wrappers=_OUTER,
         )

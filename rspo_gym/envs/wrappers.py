@@ -2,6 +2,8 @@
 
 - ``ProcessReward``: adds a dense process reward (a potential's shaping, or per-event payments)
   beside the outcome reward.
+- ``CheckTaskId``: the outermost wrapper of every env ``gym.make`` gives: a reset's task id is
+  refused before any wrapper below sees the reset.
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ from typing import Any
 
 import gymnasium as gym
 
+from rspo_gym.envs.core import check_task_id
 from rspo_gym.envs.process_rewards import choice_problem, default_process_reward, reward_specs
 
-__all__ = ["ProcessReward"]
+__all__ = ["ProcessReward", "CheckTaskId"]
 
 MODES = ("info", "process", "sum")
 
@@ -147,3 +150,26 @@ class ProcessReward(gym.Wrapper):
             paid.append(event.name)
         return self.scale * total, tuple(paid)
 
+
+
+class CheckTaskId(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    """Refuses a reset's ``options["task_id"]`` (not an integer, or outside the env's
+    ``num_tasks``) before the reset reaches the wrappers below; registered as the envs'
+    ``additional_wrappers``, so ``gym.make`` puts it outermost.
+
+    Why: Gymnasium's ``PassiveEnvChecker`` (1.x), which ``gym.make`` puts right around the env,
+    marks its first reset as checked before calling it, and keeps that reset's ``(obs, info)`` for
+    its first step to compare with. When the first reset raises, nothing is kept, and every later
+    step is a ``TypeError`` from the checker, even after a good reset. Refused out here, a bad task
+    id never reaches the checker (nor ``TimeLimit``, whose count stays the running episode's). A
+    reset that fails inside the env (an unreadable game file) still reaches it: that part is
+    Gymnasium's to fix (``docs/reliability.md``)."""
+
+    def __init__(self, env: gym.Env) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.Wrapper.__init__(self, env)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
+        if options and "task_id" in options:
+            check_task_id(options["task_id"], getattr(self.env.unwrapped, "num_tasks", None))
+        return self.env.reset(seed=seed, options=options)

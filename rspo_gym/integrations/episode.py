@@ -36,6 +36,7 @@ Conventions (the same for every peer):
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -43,6 +44,8 @@ import gymnasium as gym
 import numpy as np
 
 import rspo_gym  # noqa: F401  (registers the envs)
+from rspo_gym.errors import UserError
+from rspo_gym.envs.core import check_task_id
 from rspo_gym.envs.wrappers import ProcessReward
 from rspo_gym.rollout.prompts import PromptBuilder, template_for
 
@@ -52,6 +55,15 @@ REWARDS = ("verl-agent", "env")
 HISTORIES = ("append", "window")
 #: what a step after the end answers
 EPISODE_OVER = "The episode is over; no further actions are taken."
+#: Most ids one ``task_ids`` call gives: a peer's dataset of task ids (verl-agent's runs use thousands).
+MAX_TASK_IDS = 100_000
+#: Largest task set ``task_ids`` shuffles whole (a 128 MB permutation); larger ones are sampled.
+SHUFFLE_LIMIT = 2**24
+
+
+def _is_integer(value: Any) -> bool:
+    """An integer (numpy's included), not a ``bool``, a float or a string that looks like one."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
 @dataclass(frozen=True)
@@ -106,14 +118,21 @@ def task_ids(num_tasks: int | None, count: int, seed: int = 0) -> list[int]:
 
     ``num_tasks=None`` (an unbounded set: ALFWorld's generated ``train``) draws ids in
     ``[0, 2**31 - 1)``; nothing is enumerated, so the cost is ``count`` draws whatever the set.
+
+    Both sizes are bounded before anything is allocated (``UserError``): ``count`` by
+    ``MAX_TASK_IDS`` (the list is built whole), ``num_tasks`` by ``2**31`` (task ids are below it).
+    A set above ``SHUFFLE_LIMIT`` tasks is sampled without repeats instead of shuffled whole (a
+    permutation of 2**31 ids is 16 GB); smaller ones keep the whole-permutation order.
     """
-    if count < 0:
-        raise ValueError(f"count must be >= 0, got {count}")
+    if not _is_integer(count) or not 0 <= count <= MAX_TASK_IDS:
+        raise UserError(f"count must be an integer from 0 to {MAX_TASK_IDS}, got {count!r}")
+    if num_tasks is not None and (not _is_integer(num_tasks) or not 1 <= num_tasks <= 2**31):
+        raise UserError(f"num_tasks must be None or an integer from 1 to {2**31}, got {num_tasks!r}")
     rng = np.random.default_rng(seed)
     if num_tasks is None:
         return [int(k) for k in rng.integers(0, 2**31 - 1, size=count)]
-    if num_tasks <= 0:
-        raise ValueError(f"num_tasks must be positive, got {num_tasks}")
+    if num_tasks > SHUFFLE_LIMIT:  # count <= MAX_TASK_IDS < num_tasks / 50: numpy samples in O(count) memory
+        return [int(k) for k in rng.choice(num_tasks, size=count, replace=False)]
     ids: list[int] = []
     while len(ids) < count:  # whole permutations: every task once before any repeats
         ids.extend(int(k) for k in rng.permutation(num_tasks)[: count - len(ids)])
@@ -163,8 +182,12 @@ class Episode:
         return list(self._actions)
 
     def reset(self, task_id: int | None = None, seed: int | None = None) -> str:
-        """Start task ``task_id`` (or one drawn from ``seed``); the first prompt."""
-        options = None if task_id is None else {"task_id": int(task_id)}
+        """Start task ``task_id`` (or one drawn from ``seed``); the first prompt.
+
+        A task id that is no integer (``1.9``, ``True``, ``"3"``) is a ``TypeError``, as in our
+        envs' own ``reset``: ``int()`` here used to turn them into tasks 1, 1 and 3 before any env
+        could refuse them, and a peer's dataset column of the wrong type played the wrong tasks."""
+        options = None if task_id is None else {"task_id": check_task_id(task_id, None)}
         obs, info = self.env.reset(seed=seed, options=options)
         self.task_id = info.get("task_id", task_id)
         self.task = info.get("task", "")

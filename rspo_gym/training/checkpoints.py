@@ -11,6 +11,7 @@
 - ``claim_run_dir``: a fresh run refuses a folder that holds another run unless told to
   overwrite it (then that run's record is removed); a resume takes it as it is.
 - ``restore_metrics``: on resume, ``metrics.jsonl`` is rewritten from the checkpoint's history.
+- ``load_optimizer_state``: an optimizer's saved state, checked against its parameters, then loaded.
 
 Layout of ``checkpoint.pt``: ``MAGIC``, the payload, the trailer (UTF-8 JSON: ``format``,
 ``payload_bytes``, ``sha256``, ``identity``, and in format 2 ``tensors``: the shard folder and
@@ -47,6 +48,8 @@ import hashlib
 import io
 import itertools
 import json
+import math
+import numbers
 import os
 import pickle
 import secrets
@@ -59,6 +62,7 @@ import torch
 
 from rspo_gym.atomic import atomic_write, fsync_dir
 from rspo_gym.safe_pickle import allowed_classes, check_torch_file, refusal_reason
+from rspo_gym.training.eval_records import EVALUATIONS, remove_evaluations
 from rspo_gym.training.tensor_shards import join_state, plan_shards, shard_layout, split_state, tensor_data
 from rspo_gym.errors import UserError
 
@@ -76,6 +80,7 @@ __all__ = [
     "remove_stale",
     "save_tag",
     "restore_metrics",
+    "load_optimizer_state",
 ]
 
 MAGIC = b"rspo-gym checkpoint\n"
@@ -428,7 +433,8 @@ def _verify_shard(file: Path, shard: dict[str, Any], path: Path) -> None:
 
 def claim_run_dir(out: Path, *, resume: bool, overwrite: bool) -> None:
     """Make ``out`` ready for a run: kept as it is for a resume; for a fresh run, refused when it
-    holds a run's record unless ``overwrite``, which removes that record (``RUN_RECORD``)."""
+    holds a run's record unless ``overwrite``, which removes that record (``RUN_RECORD``; of
+    ``evaluations/``, only the files rspo-gym wrote)."""
     if resume and overwrite:
         raise UserError("resume and overwrite exclude each other: resume continues the run in the folder, overwrite discards it")
     present = [name for name in RUN_RECORD if (out / name).exists()]
@@ -441,7 +447,10 @@ def claim_run_dir(out: Path, *, resume: bool, overwrite: bool) -> None:
         )
     for name in present:
         target = out / name
-        shutil.rmtree(target) if target.is_dir() else target.unlink()
+        if name == EVALUATIONS:  # a user's own files may sit beside the records
+            remove_evaluations(out)
+        else:
+            shutil.rmtree(target) if target.is_dir() else target.unlink()
 
 
 def restore_metrics(out: Path, history: list[dict[str, Any]]) -> None:
@@ -449,3 +458,66 @@ def restore_metrics(out: Path, history: list[dict[str, Any]]) -> None:
     every iteration, and on resume, the record of the run up to its checkpoint."""
     with atomic_write(out / "metrics.jsonl") as f:
         f.writelines(json.dumps(row, sort_keys=True) + "\n" for row in history)
+
+
+def load_optimizer_state(optimizer: torch.optim.Optimizer, saved: Any, name: str = "optimizer") -> None:
+    """``optimizer.load_state_dict(saved)`` once ``saved`` is checked against the optimizer's own
+    parameters; else ``ValueError`` naming the first thing wrong, and ``name`` (the state's key in
+    the checkpoint: ``optimizer``, ``explorer_optimizer``, ...) to say whose (the trainer's resume
+    turns it into one line).
+
+    ``load_state_dict`` checks only the number of groups and parameters: moments of another shape
+    are copied in as they are, and AdamW's fused kernel then reads past them (a segfault), NaN
+    moments make NaN weights, and transposed ones are trained with. A checkpoint's sha256 has no
+    key, so these are what a crafted file holds. Checked: each parameter's state is a dict of
+    finite values; every tensor but ``step`` has the parameter's shape and a floating dtype (and
+    the second moments, ``exp_avg_sq`` / ``max_exp_avg_sq``, are not negative: their square root
+    divides); ``step`` is one number >= 0; the groups' hyperparameters are finite numbers."""
+    groups = saved.get("param_groups") if isinstance(saved, dict) else None
+    states = saved.get("state") if isinstance(saved, dict) else None
+    if not isinstance(groups, list) or not isinstance(states, dict) or len(groups) != len(optimizer.param_groups):
+        raise ValueError(f"{name} state has no param_groups for its {len(optimizer.param_groups)} group(s)")
+    params: dict[Any, torch.Tensor] = {}
+    for group, own in zip(groups, optimizer.param_groups):
+        if not isinstance(group, dict) or not isinstance(group.get("params"), list) or len(group["params"]) != len(own["params"]):
+            raise ValueError(f"{name} state's param_groups do not list this run's {len(own['params'])} parameters")
+        for key, value in group.items():
+            numbers = value if isinstance(value, (tuple, list)) and key != "params" else (value,)
+            if key != "params" and any(_not_finite_number(v) for v in numbers):
+                raise ValueError(f"{name} state's {key} is {value!r}, not a finite number")
+        params.update(zip(group["params"], own["params"]))
+    for index, state in states.items():
+        if index not in params or not isinstance(state, dict):
+            raise ValueError(f"{name} state has an entry {index!r} for no parameter")
+        param = params[index]
+        for key, value in state.items():
+            where = f"{name} state {key} of parameter {index}"
+            if not isinstance(value, torch.Tensor):
+                if _not_finite_number(value):
+                    raise ValueError(f"{where} is {value!r}, not a finite number")
+                continue
+            if key == "step":
+                if value.numel() != 1 or value.is_complex() or not bool(torch.isfinite(value).all()) or float(value) < 0:
+                    raise ValueError(f"{where} is not one number >= 0")
+                continue
+            if tuple(value.shape) != tuple(param.shape):
+                raise ValueError(f"{where} has shape {list(value.shape)}, its parameter {list(param.shape)}")
+            if not value.is_floating_point():
+                raise ValueError(f"{where} is {value.dtype}, not floating point")
+            if not bool(torch.isfinite(value).all()):
+                raise ValueError(f"{where} holds NaN or infinite values")
+            if key.endswith("exp_avg_sq") and bool((value < 0).any()):
+                raise ValueError(f"{where} holds negative values")
+    optimizer.load_state_dict(saved)
+
+
+def _not_finite_number(value: Any) -> bool:
+    """A number (a real, or a one-element real tensor, as torch allows for ``lr``) that is NaN or
+    infinite, or a value that is no number, string, flag or ``None`` at all."""
+    if value is None or isinstance(value, (bool, str)):
+        return False
+    if isinstance(value, numbers.Real):
+        return not math.isfinite(float(value))
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex():
+        return not bool(torch.isfinite(value).all())
+    return True

@@ -477,13 +477,16 @@ def load_config(path: str | Path) -> tuple[TrainerConfig, dict[str, Any]]:
     """A run's ``config.json``: the config (as the dataclass it was saved from) and the run info.
 
     Raises ``ValueError`` saying which file and why for anything that is not such a file, so a
-    command line can report it in one line.
+    command line can report it in one line (``eval`` and ``compare`` read runs through here): a
+    value nested thousands deep, which the JSON reader recurses into, included.
     """
     classes = {cls.__name__: cls for cls in (TrainerConfig, GiGPOConfig, PPOConfig, RSPOConfig)}
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ValueError(f"cannot read {path}: {err}") from err
+    except RecursionError:
+        raise ValueError(f"cannot read {path}: it is nested too deep to read (not a config rspo-gym wrote)") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path} is not a trainer config: a JSON object was expected")
     cls = classes.get(data.get("config_class", "TrainerConfig"))

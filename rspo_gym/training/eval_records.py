@@ -33,7 +33,8 @@ from typing import Any, Sequence
 
 from rspo_gym.atomic import write_text_atomic
 
-__all__ = ["EVALUATIONS", "FORMAT", "COLUMNS", "evaluation_record", "write_evaluation", "read_evaluations", "trim_evaluations"]
+__all__ = ["EVALUATIONS", "FORMAT", "COLUMNS", "evaluation_record", "write_evaluation", "read_evaluations", "trim_evaluations",
+           "remove_evaluations"]
 
 #: The folder of a run that holds the records.
 EVALUATIONS = "evaluations"
@@ -41,6 +42,8 @@ FORMAT = 1
 #: The per-episode columns of a record.
 COLUMNS = ("task_id", "episode_seed", "success", "score", "steps")
 _NAME = re.compile(r"^(\d{6,})\.json$")
+#: ``atomic_write``'s temporary name for a record: ``.<name>.<8 hex digits>.tmp``.
+_TEMPORARY = re.compile(r"^\.\d{6,}\.json\.[0-9a-f]{8}\.tmp$")
 
 
 def evaluation_record(trajectories: Sequence[Any], seeds: Sequence[int | None], *, iteration: int, env_steps: int,
@@ -94,12 +97,22 @@ def read_evaluations(run: str | Path) -> list[dict[str, Any]]:
 
 
 def trim_evaluations(run: str | Path, iteration: int) -> None:
-    """Remove the records of iterations after ``iteration`` (a resume's checkpoint), and any
-    temporary file a kill left."""
+    """Remove the records of iterations after ``iteration`` (a resume's checkpoint; -1: all of
+    them, as ``--overwrite`` does), and any temporary file a kill left. Only the names rspo-gym
+    writes are touched: a user's own files in ``evaluations/`` stay."""
     folder = Path(run) / EVALUATIONS
     if not folder.is_dir():
         return
     for path in folder.iterdir():
         match = _NAME.match(path.name)
-        if path.name.endswith(".tmp") or (match and int(match.group(1)) > iteration):
+        if not path.is_dir() and (_TEMPORARY.match(path.name) or (match and int(match.group(1)) > iteration)):
             path.unlink()
+
+
+def remove_evaluations(run: str | Path) -> None:
+    """``--overwrite``: every record and temporary file rspo-gym wrote in ``evaluations/``, and the
+    folder when nothing else is left in it (a user's notes or plots there are kept)."""
+    trim_evaluations(run, -1)
+    folder = Path(run) / EVALUATIONS
+    if folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from rspo_gym.algos.estimates import ppo_estimate
+from rspo_gym.training.checkpoints import load_optimizer_state
 from rspo_gym.training.config import PPOConfig
 from rspo_gym.training.trainer import Trainer
 from rspo_gym.errors import UserError
@@ -88,4 +89,4 @@ class PPOTrainer(Trainer):
         super().load_state(state)
         if self.critic is not None and "critic" in state:
             self.critic.load_state_dict(state["critic"])
-            self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+            load_optimizer_state(self.critic_optimizer, state["critic_optimizer"], "critic_optimizer")

@@ -41,6 +41,7 @@ from typing import Any
 import torch
 
 from rspo_gym.algos.estimates import Estimate, RewardView, annealed_view, gigpo_estimate, grpo_estimate, ppo_estimate, rank_swapped_view
+from rspo_gym.training.checkpoints import load_optimizer_state
 from rspo_gym.training.config import RSPOConfig
 from rspo_gym.training.dynamic_sampling import concat_rollouts
 from rspo_gym.training.envs import env_pool_settings, make_vector_env
@@ -471,7 +472,7 @@ class RSPOTrainer(Trainer):
             return
         if "explorer" in state:
             self.explorer.load_state_dict(state["explorer"])
-            self.explorer_optimizer.load_state_dict(state["explorer_optimizer"])
+            load_optimizer_state(self.explorer_optimizer, state["explorer_optimizer"], "explorer_optimizer")
         if "buffer" in state:  # written by one process before buffers were kept per rank
             state["buffers"] = [state["buffer"]]
         buffers = state.get("buffers")

@@ -19,6 +19,7 @@ import csv
 import json
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
 
@@ -157,15 +158,30 @@ def _run_checkpoint_every(out: Path) -> int:
 def lock_run_dir(out: str | Path) -> None:
     """Hold the run folder ``out`` (which exists) for this process: an exclusive ``flock`` on its
     ``rspo-gym.lock``, or a one-line ``UserError`` when another process holds it. Taking it again
-    in the same process is a no-op."""
+    in the same process is a no-op.
+
+    The lock file is written (emptied, then given this process's pid), so it must be the run's
+    own: it is opened without following a symbolic link and without blocking, and anything but a
+    plain file with one name (a link to a file elsewhere, a FIFO, a device) is refused in one line
+    before a byte is written. It is emptied only once the lock is held, so a refused second writer
+    leaves the first one's pid."""
     out = Path(out).expanduser()
     key = os.path.realpath(out)
     if fcntl is None or key in _HELD:
         return
+    path = out / LOCK_FILE
+    not_plain = UserError(f"{path} is not a plain file (a link, a FIFO or a device): rspo-gym writes its lock there; "
+                          f"remove it and run again")
     try:
-        fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o666)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
     except OSError as err:
+        if os.path.islink(path):
+            raise not_plain from None
         raise UserError(f"cannot lock the run folder {out}: {err.strerror or err}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        os.close(fd)
+        raise not_plain
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

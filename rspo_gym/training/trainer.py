@@ -38,7 +38,7 @@ import torch
 
 from rspo_gym.algos.estimates import Estimate, RewardView
 from rspo_gym.training.checkpoints import (
-    claim_run_dir, read_checkpoint, remove_stale, restore_metrics, run_identity, save_tag, write_checkpoint,
+    claim_run_dir, load_optimizer_state, read_checkpoint, remove_stale, restore_metrics, run_identity, save_tag, write_checkpoint,
 )
 from rspo_gym.atomic import atomic_write
 from rspo_gym.training.config import TrainerConfig, save_config
@@ -1020,7 +1020,7 @@ class Trainer:
         self.kl_beta = state.get("kl_beta", self.config.kl_coef)  # checkpoints from before KL in the reward
         if "policy" in state:  # else the engine's sharded state, loaded by load_checkpoint
             self.policy.load_state_dict(state["policy"])
-            self.optimizer.load_state_dict(state["optimizer"])
+            load_optimizer_state(self.optimizer, state["optimizer"])
 
     def save_checkpoint(self, path: str | Path | None = None) -> Path:
         """Write ``checkpoint.pt`` and its tensor shards (``checkpoint_tensors/``) so that a crash

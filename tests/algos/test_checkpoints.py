@@ -219,6 +219,24 @@ def test_a_trainer_resumes_from_shards_or_a_single_file_exactly_and_tied_weights
         )
 
 
+def test_an_explorers_crafted_optimizer_state_is_refused_in_one_line_before_it_is_loaded(tmp_path):
+    # the learner's optimizer: tests/test_run_folder_contract.py; the explorer's AdamW is loaded by RSPO itself
+    kwargs = dict(model="drrn", output_dir=str(tmp_path), num_groups=1, group_size=2, max_turns=2, eval_every=0, progress=False, seed=5)
+    trainer = RSPOTrainer("rspo/ALFWorld-v0", **kwargs)
+    trainer.learn(1)
+    trainer.close()
+    path = tmp_path / "checkpoint.pt"
+    state = read_checkpoint(path)
+    moments = state["explorer_optimizer"]["state"][0]
+    moments["exp_avg"], moments["exp_avg_sq"] = moments["exp_avg"][:1].clone(), moments["exp_avg_sq"][:1].clone()  # was a segfault
+    write_checkpoint(path, state, run_identity(trainer), label="forged")
+    resumed = RSPOTrainer("rspo/ALFWorld-v0", **kwargs)
+    with pytest.raises(UserError, match=r"does not fit this run's model and optimizer \(explorer_optimizer state exp_avg of "
+                                        r"parameter 0 has shape \[1, 32\], its parameter \[8192, 32\]\)"):
+        resumed.learn(2, resume=True)
+    resumed.close()
+
+
 def test_a_folder_holding_only_checkpoint_tensors_is_a_run_and_overwrite_removes_them(tmp_path):
     (tmp_path / "checkpoint_tensors" / "iteration-3-0123abcd").mkdir(parents=True)
     with pytest.raises(UserError, match=r"holds a run \(checkpoint_tensors\)"):

@@ -4,7 +4,9 @@ worker (``reset(session=k)``, ``get_available_actions()``, the 4-tuple ``step``)
 
 from __future__ import annotations
 
+import re
 import sys
+import time
 
 import gymnasium as gym
 import pytest
@@ -109,6 +111,25 @@ def test_alfworld_errors_are_one_line():
     with pytest.raises(ValueError, match="THOR"):
         get_environment("AlfredThorEnv")
     assert get_environment("AlfredTWEnv") is AlfredTWEnv
+
+
+@pytest.mark.parametrize("case,expected", [
+    ("batch_size=10**6", "batch_size must be an integer from 1 to 65536, got 1000000"),  # was 5.8 GB, then MemoryError
+    ("batch_size=True", "batch_size must be an integer from 1 to 65536, got True"),
+    ("num_train_games=10**9", "dataset.num_train_games must be -1 or an integer from 1 to 100000, got 1000000000"),  # MemoryError
+    ("num_eval_games=2.5", "dataset.num_eval_games must be -1 or an integer from 1 to 100000, got 2.5"),
+])
+def test_alfworld_sizes_beyond_their_bounds_are_refused_before_they_allocate(case, expected):
+    config = default_config()
+    started = time.perf_counter()
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        if case.startswith("batch_size"):
+            AlfredTWEnv(config, "eval_in_distribution").init_env(batch_size=eval(case.split("=")[1]))
+        else:
+            key, value = case.split("=")
+            config["dataset"][key] = eval(value)
+            AlfredTWEnv(config, "train" if key == "num_train_games" else "eval_in_distribution")
+    assert time.perf_counter() - started < 5
 
 
 def test_verl_agent_webshop_worker_idioms(installed):

@@ -3,6 +3,7 @@ need no peer installed."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -37,6 +38,36 @@ def test_task_ids_bounded_and_unbounded():
     drawn = task_ids(None, 10_000, seed=1)
     assert time.perf_counter() - start < 0.5 and len(set(drawn)) > 9_990  # nothing is enumerated
     assert task_ids(None, 3, seed=1) == drawn[:3]
+
+
+@pytest.mark.parametrize("num_tasks,count,expected", [
+    (500, 10**10, "count must be an integer from 0 to 100000, got 10000000000"),  # was 5.6 GB
+    (10**10, 5, "num_tasks must be None or an integer from 1 to 2147483648, got 10000000000"),  # a 80 GB permutation
+    (500, 2.5, "count must be an integer from 0 to 100000, got 2.5"),
+])
+def test_task_ids_beyond_their_bounds_are_refused_before_they_allocate(num_tasks, count, expected):
+    started = time.perf_counter()
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        task_ids(num_tasks, count)
+    assert time.perf_counter() - started < 1
+
+
+def test_task_ids_of_a_set_too_large_to_shuffle_are_drawn_without_repeats():
+    started = time.perf_counter()
+    ids = task_ids(2**31, 1000, seed=3)
+    assert time.perf_counter() - started < 1 and len(set(ids)) == 1000 and all(0 <= k < 2**31 for k in ids)
+
+
+def test_a_task_id_that_is_no_integer_is_refused_not_rounded():
+    import numpy as np
+
+    episode = Episode(env_id="rspo/ALFWorld-v0", env_kwargs=ALFWORLD)
+    for task_id, kind in ((1.9, "float"), (True, "bool"), ("3", "str")):  # were played as tasks 1, 1 and 3
+        with pytest.raises(TypeError, match=f"task_id must be an integer, got {kind}"):
+            episode.reset(task_id)
+    episode.reset(np.int64(2))
+    assert episode.result()["task_id"] == 2
+    episode.close()
 
 
 @pytest.mark.parametrize("env_id, kwargs", [("rspo/ALFWorld-v0", ALFWORLD), ("rspo/WebShop-v0", WEBSHOP)])

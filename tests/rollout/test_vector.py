@@ -35,9 +35,9 @@ def test_finished_members_are_not_stepped_and_report_inactive():
         obs, rewards, terminated, truncated, infos = venv.step([action, "look"])
     assert terminated[0] and not terminated[1]
     assert rewards[0] == 1.0 and venv.active.tolist() == [False, True]
-    steps_before = venv.pool.envs[0]._elapsed_steps
+    steps_before = venv.pool.envs[0].get_wrapper_attr("_elapsed_steps")
     obs2, rewards2, terminated2, _, infos2 = venv.step(["look", "look"])
-    assert venv.pool.envs[0]._elapsed_steps == steps_before  # not stepped
+    assert venv.pool.envs[0].get_wrapper_attr("_elapsed_steps") == steps_before  # not stepped
     assert obs2[0] == obs[0] and rewards2[0] == 0.0 and terminated2[0]
     assert infos2["active"].tolist() == [False, True]
     venv.close()

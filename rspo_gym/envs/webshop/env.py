@@ -55,10 +55,11 @@ def check_catalog_size(num_products: int, allow_large_catalog: bool = False) -> 
     ``allow_large_catalog``; raised before anything is built."""
     if allow_large_catalog or not isinstance(num_products, int) or num_products <= LARGE_CATALOG:
         return
-    minutes, gigabytes = num_products * _SECONDS_PER_PRODUCT / 60, num_products * _BYTES_PER_PRODUCT / 1e9
+    seconds, gigabytes = num_products * _SECONDS_PER_PRODUCT, num_products * _BYTES_PER_PRODUCT / 1e9
+    duration = f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"  # 200,000 products read "0 min"
     raise ValueError(
         f"num_products={num_products} builds a catalog and search index of about {gigabytes:.1f} GB in about "
-        f"{minutes:.0f} min (100,000 products: 12.5 s and 0.27 GB on 2 cores); to build it anyway pass "
+        f"{duration} (100,000 products: 12.5 s and 0.27 GB on 2 cores); to build it anyway pass "
         f"allow_large_catalog=True (env_kwargs, or --allow-large-catalog for webshop serve)"
     )
 @functools.cache
