@@ -160,19 +160,30 @@ ARMS = {
     "rank-helpful": Arm("rspo-rank", "helpful"),
     "outcome-nm": Arm("outcome", extra_samples=True),
 }
-#: The dense-reward agent explorer: what the explorer pilot (docs/explorer_method.md) chose.
+#: The explorer levers every explorer arm starts from: the settings before the explorer study (one
+#: update per iteration, a fresh optimizer at each sync, no warm-up, no sync on overtaking), so
+#: that the earlier arms' cells regenerate whatever ``RSPOConfig``'s defaults become.
+EARLIER_EXPLORER = (("explorer_updates", 1), ("explorer_sync_on_overtake", False), ("explorer_overtake_window", 5),
+                    ("explorer_keep_optimizer", False), ("explorer_warmup_iterations", 0))
+#: The first round's dense-reward agent explorer, from which the explorer pilot (docs/explorer_method.md) moved one lever at a time.
 AGENT_EXPLORER = (("explorer_warmup_iterations", 20), ("explorer_sync_every", 0), ("explorer_sync_on_overtake", True),
                   ("explorer_keep_optimizer", True), ("explorer_updates", 1))
+#: What the pilot chose (validation goals, seeds 100-102): a warm-up of 48 iterations (about a quarter of
+#: the total env steps), two updates per iteration, the optimizer kept, re-synced only when the learner
+#: overtakes it over 20 iterations (seldom: the explorer won 1.7x as often per episode as its learner).
+CHOSEN_EXPLORER = (("explorer_warmup_iterations", 48), ("explorer_sync_every", 0), ("explorer_sync_on_overtake", True),
+                   ("explorer_overtake_window", 20), ("explorer_keep_optimizer", True), ("explorer_updates", 2))
 ARMS.update({
-    "agent-helpful": Arm("rspo-explorer", "helpful", sync=0, explorer=AGENT_EXPLORER),
-    "agent-misaligned": Arm("rspo-explorer", "misaligned", sync=0, explorer=AGENT_EXPLORER),
+    "agent-helpful": Arm("rspo-explorer", "helpful", sync=0, explorer=CHOSEN_EXPLORER),
+    "agent-misaligned": Arm("rspo-explorer", "misaligned", sync=0, explorer=CHOSEN_EXPLORER),
+    "agent-w20-helpful": Arm("rspo-explorer", "helpful", sync=0, explorer=AGENT_EXPLORER),
 })
 def _agent(**levers) -> tuple:
     """``AGENT_EXPLORER`` with these levers changed (an arm's ``explorer``)."""
     return tuple({**dict(AGENT_EXPLORER), **levers}.items())
 
 
-#: The explorer pilot's levers, one changed at a time from ``AGENT_EXPLORER`` (``agent-helpful``),
+#: The explorer pilot's levers, one changed at a time from ``AGENT_EXPLORER`` (``agent-w20-helpful``),
 #: plus the premise search's candidates (``dense-cand-*``: the dense arm with a candidate reward).
 PILOT_ARMS = {
     "agent-nowarm-helpful": Arm("rspo-explorer", "helpful", sync=0, explorer=_agent(explorer_warmup_iterations=0)),
@@ -411,7 +422,7 @@ PLANS = {
                                                                                       "agent-w48-helpful", "agent-w48u2-helpful",
                                                                                       "agent-w24m4-helpful", "explorer-helpful",
                                                                                       "agent-w48u2-never-helpful", "agent-w48u2-win20-helpful")),
-                                                          ("grpo", (100,), ("agent-helpful", *list(PILOT_ARMS)[:7]))),
+                                                          ("grpo", (100,), ("agent-w20-helpful", *list(PILOT_ARMS)[:7]))),
                            fractions=V1_FRACTIONS),
     # seconds: the v1 pipeline at equal total steps (tests)
     "micro-v1": Plan({WEBSHOP_V1: EnvPlan(60, _MICRO_V1, heldout=(("test", 3),), axis="total")},
@@ -441,7 +452,7 @@ def make_trainer(env_id: str, base: str, arm: Arm, seed: int, plan: EnvPlan, out
         if swap == "explorer":
             if base == "ppo":  # one explorer episode per task needs a learner group: 2 + 1 per task
                 groups, size = groups // 2, 2
-            extra = {"explorer_group_size": max(1, size // 2), "explorer_sync_every": arm.sync, **dict(arm.explorer)}
+            extra = {"explorer_group_size": max(1, size // 2), "explorer_sync_every": arm.sync, **dict(EARLIER_EXPLORER), **dict(arm.explorer)}
         return RSPOTrainer(env_id, base=base, swap=swap, reward="outcome", num_groups=groups, group_size=size, **settings, **extra)
     if arm.extra_samples:  # N + M: the explorer arms' M = N / 2 (PPO's: one more episode per pair of tasks)
         groups, size = (groups * 3 // 2, 1) if base == "ppo" else (groups, size + max(1, size // 2))

@@ -75,9 +75,10 @@ TOTAL_COMPARISONS = (
     ("agent-nowarm-helpful", "outcome-nm"),
     ("agent-m4-helpful", "outcome-nm"),
     ("agent-isnone-helpful", "outcome-nm"),
-    ("agent-nowarm-helpful", "agent-helpful"),
-    ("agent-m4-helpful", "agent-helpful"),
-    ("agent-isnone-helpful", "agent-helpful"),
+    ("agent-w20-helpful", "outcome-nm"),
+    ("agent-nowarm-helpful", "agent-w20-helpful"),
+    ("agent-m4-helpful", "agent-w20-helpful"),
+    ("agent-isnone-helpful", "agent-w20-helpful"),
     ("agent-w48-helpful", "outcome-nm"),
     ("agent-w48u2-helpful", "outcome-nm"),
     ("agent-w24m4-helpful", "outcome-nm"),
@@ -345,7 +346,8 @@ def group_shares(m: Matrix, plan) -> list[dict]:
 def training_rates(m: Matrix, plan) -> list[dict]:
     """Per (env, base, arm) of a plan on the ``total`` axis, what its training rollouts did, a
     bootstrap over seeds of per-seed values: ``train_success`` (the learner's wins per episode,
-    every arm), and for explorer arms ``explorer_train_success``, ``explorer_success_gap`` (the
+    every arm), ``train_events`` (what the farmable ``events`` reward would pay per learner
+    episode: how hard it farms), and for explorer arms ``explorer_train_success``, ``explorer_success_gap`` (the
     explorer's wins per episode minus its learner's, iteration by iteration: does the explorer
     win more per sample?), ``explorer_events`` (what the farmable reward would pay per explorer
     episode) and ``explorer_win_share`` (the explorer's share of the update's wins, a ratio of sums
@@ -361,7 +363,8 @@ def training_rates(m: Matrix, plan) -> list[dict]:
                     continue
                 seeds = sorted(cells)
                 curves = [cells[s]["train_curve"] for s in seeds]
-                per_seed = {"train_success": [[float(np.mean([r[2] for r in c]))] for c in curves]}
+                per_seed = {"train_success": [[float(np.mean([r[2] for r in c]))] for c in curves],
+                            "train_events": [[float(np.mean([r[4] for r in c]))] for c in curves]}
                 if ARMS[arm].has_explorer:
                     per_seed["explorer_train_success"] = [[float(np.mean([r[6] for r in c]))] for c in curves]
                     per_seed["explorer_success_gap"] = [[float(np.mean([r[6] - r[2] for r in c]))] for c in curves]
@@ -481,14 +484,14 @@ def total_tables(views: dict, farmed: list[dict], rates: list[dict]) -> str:
         for d in views[name][1]:
             lines.append(f"| {d['env']} | {d['base']} | {d['names'][0]} − {d['names'][1]} | {d['metric']} | {d['seeds']} | {_fmt(d)} | {_verdict(d)} |")
     lines += ["", "### Training rollouts (per episode, mean over the run; 95 % CI over seeds)", "",
-              "| env | base | arm | seeds | learner success | explorer success | explorer − learner | explorer events | explorer's share of wins |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "| env | base | arm | seeds | learner success | explorer success | explorer − learner | learner's process events (its reward's) | explorer's process events | explorer's share of wins |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     by_arm: dict[tuple, dict] = {}
     for r in rates:
         by_arm.setdefault((r["env"], r["base"], r["name"]), {})[r["metric"]] = r
     for (env, base, arm), metrics in by_arm.items():
         cells = [_fmt(metrics[k]) if k in metrics else "–" for k in
-                 ("train_success", "explorer_train_success", "explorer_success_gap", "explorer_events", "explorer_win_share")]
+                 ("train_success", "explorer_train_success", "explorer_success_gap", "train_events", "explorer_events", "explorer_win_share")]
         lines.append(f"| {env} | {base} | {arm} | {metrics['train_success']['seeds']} | " + " | ".join(cells) + " |")
     lines += ["", "### Farmed events per held-out episode (what the farmable `events` reward pays, T = 1.0)", "",
               "| env | base | arm | seeds | events per episode [95 % CI] |", "|---|---|---|---|---|"]
