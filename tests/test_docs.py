@@ -121,3 +121,22 @@ def test_results_pages_stay_small():
     assert len(pages) >= 6
     big = [f"{p.name}: {p.stat().st_size} B" for p in pages if p.stat().st_size > 20_000]
     assert not big, big
+
+
+def python_blocks(markdown: str) -> list[str]:
+    """The ```` ```python ```` blocks of a page, in order, as a reader copies them."""
+    return re.findall(r"^```python\n(.*?)^```", markdown, re.M | re.S)
+
+
+def test_readme_env_example_plays_on_both_envs():
+    """The README's env example steps an action that does something on ALFWorld and, as its
+    comment invites, on WebShop: the first listed WebShop action is verl-agent's template
+    ``search[<your query>]``, which searches for "<your query>" and finds nothing."""
+    pytest.importorskip("gymnasium")
+    code = python_blocks((ROOT / "README.md").read_text(encoding="utf-8"))[0]
+    assert 'gym.make("rspo/ALFWorld-v0")' in code and "rspo/WebShop-v1" in code
+    for env_id, kwargs in (("rspo/ALFWorld-v0", ""), ("rspo/WebShop-v1", ", num_products=200")):
+        namespace: dict = {}
+        exec(code.replace('gym.make("rspo/ALFWorld-v0")', f'gym.make("{env_id}"{kwargs})'), namespace)
+        obs, info = namespace["obs"], namespace["info"]
+        assert info["valid"] and "Nothing happens" not in obs and "Total results: 0" not in obs, (env_id, obs[:300])
