@@ -143,7 +143,8 @@ def run_verl_agent(env_id, kwargs, plans, tokenizer):
         envs.reset()
         step, limit = envs.step, 50
     else:
-        envs = build_webshop_envs(0, n, 1, {}, is_train=False, env_kwargs={"num_products": kwargs.get("num_products")})
+        envs = build_webshop_envs(0, n, 1, {}, is_train=False, env_kwargs={"num_products": kwargs.get("num_products"),
+                                                                          "task_version": int(env_id[-1])})
         envs.reset(goal_indices=list(plans))
         step, limit = envs.step, 15
     live, steps = [True] * n, 0
@@ -174,8 +175,8 @@ def run_skyrl(env_id, kwargs, plans, tokenizer):
     import skyrl_gym
     from rspo_gym.integrations.skyrl import register_skyrl_envs
 
-    register_skyrl_envs()
     name = "rspo_alfworld" if env_id.endswith("ALFWorld-v0") else "rspo_webshop"
+    register_skyrl_envs({name: env_id})  # the benchmark's WebShop version, whatever the default
     steps = 0
     for task, plan in plans.items():
         env = skyrl_gym.make(name, env_config={"env_kwargs": kwargs}, extras={"task_id": task})

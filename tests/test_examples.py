@@ -72,3 +72,15 @@ def test_trl_grpo(mode, tmp_path):
     rewards = load("trl_grpo").main(["--mode", mode, "--steps", "1", "--tasks", "1", "--group-size", "2", "--max-turns", "1",
                                      "--max-new-tokens", "4", "--max-completion-length", "16", "--output-dir", str(tmp_path)])
     assert len(rewards) == 1 and rewards[0] in (0.0, 5.0, 10.0)
+
+
+def test_trl_grpo_plays_the_env_with_the_clone(tmp_path, capsys):
+    """The example's default run plays episodes: the default model is the env's clone, which writes
+    actions the env takes (the random ``tiny`` model's replies are no actions: nothing was played)."""
+    pytest.importorskip("trl")
+    load("trl_grpo").main(["--steps", "1", "--tasks", "1", "--group-size", "2", "--max-turns", "3", "--max-new-tokens", "12",
+                           "--output-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "2 episodes played" in out and "3.0 turns on average" in out, out
+    actions = out.rsplit("\n  ", 1)[1].strip().split(" -> ")
+    assert len(actions) == 3 and all(a.split(" ")[0] in {"go", "take", "open", "put", "examine", "look", "inventory", "close"} for a in actions), actions

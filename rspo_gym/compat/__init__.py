@@ -4,7 +4,7 @@
 - ``webshop``: ``WebAgentTextEnv`` (``reset(session=k)``, 4-tuple ``step``, ``get_available_actions()``).
 - ``install()``: registers these modules under the originals' import paths
   (``alfworld.agents.environment``, ``web_agent_site.envs``), so that existing ``import`` lines
-  resolve to them with no other change.
+  resolve to them with no other change, and upstream WebShop's Gym id ``WebAgentTextEnv-v0``.
 
 May import: ``rspo_gym.envs`` (the room order is checked by ``tests/test_layout.py``).
 """
@@ -53,4 +53,5 @@ def install() -> list[str]:
         if parent:
             setattr(made[parent], child, module)
         sys.modules[name] = module
+    importlib.import_module("rspo_gym.compat.webshop").register_gym_id()  # as importing upstream's web_agent_site.envs does
     return list(made)

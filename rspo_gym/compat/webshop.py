@@ -1,4 +1,4 @@
-"""WebShop's own Python API over ``rspo/WebShop-v0``: ``WebAgentTextEnv`` as upstream's text mode.
+"""WebShop's own Python API over ``rspo/WebShop-v1``: ``WebAgentTextEnv`` as upstream's text mode.
 
 ``WebAgentTextEnv(observation_mode="text", num_products=..., human_goals=...)`` with upstream's
 calls: ``reset(session=k)`` → ``(observation, None)``, ``step(action)`` → ``(observation, reward,
@@ -9,7 +9,7 @@ done, None)`` (the old 4-tuple gym API), ``get_available_actions()`` → ``{"has
 Sessions: an integer ``k`` is upstream's goal index. Upstream numbers its shuffled goals test
 ``0..499``, then ``500..1499`` and the training goals after them, and our splits are cut in the same
 order, so ``reset(session=k)`` plays goal ``k - start`` of the split whose range holds ``k``
-(``reset(session=3)`` is ``gym.make("rspo/WebShop-v0", split="test").reset(options={"task_id": 3})``).
+(``reset(session=3)`` is ``gym.make("rspo/WebShop-v1", split="test").reset(options={"task_id": 3})``).
 A string session ``"fixed_<k>"`` is goal ``k``, as upstream's web site pins it; any other string or
 None draws a goal from the env's random stream (``seed`` in the constructor).
 
@@ -17,6 +17,15 @@ Only ``observation_mode="text"`` exists (the pages are rendered as text directly
 goals are those of our synthetic catalog (``num_products`` products; upstream's ``None``, the full
 catalog, means our default of 1,000); ``human_goals`` picks the human-style instructions (True,
 upstream's default) or the synthetic ones.
+
+Tasks: ``rspo/WebShop-v1``'s, calibrated to the original's difficulty (the WebShop paper's rule
+baseline scores 46.9 / 8.4 % here, 45.6 / 9.6 % on the original), since code written for the
+original expects its difficulty. ``task_version=0`` plays ``rspo/WebShop-v0``'s easier tasks (72.3
+/ 23.6 %), on which older results were made; only they have synthetic-style goals.
+
+``install()`` (``rspo_gym.compat``) also registers upstream's Gym id, so upstream's
+``gym.make("WebAgentTextEnv-v0", observation_mode="text", num_products=...)`` gives this class,
+unwrapped as upstream's (Gymnasium's ``gym.make``: ``import gymnasium as gym``).
 """
 
 from __future__ import annotations
@@ -25,23 +34,35 @@ import re
 from types import SimpleNamespace
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from rspo_gym.envs.webshop.env import WebShopEnv, shared_catalog
 from rspo_gym.envs.webshop.goals import SPLITS, split_range
 
-__all__ = ["WebAgentTextEnv", "DEFAULT_NUM_PRODUCTS"]
+__all__ = ["WebAgentTextEnv", "DEFAULT_NUM_PRODUCTS", "GYM_ID", "register_gym_id"]
 
 #: the catalog size ``num_products=None`` (upstream: every product) maps to: the env's default
 DEFAULT_NUM_PRODUCTS = 1000
 _FIXED = re.compile(r"fixed_(\d+)")
+#: the id upstream's ``web_agent_site.envs`` registers its text env under
+GYM_ID = "WebAgentTextEnv-v0"
 
 
-class WebAgentTextEnv:
+def register_gym_id() -> None:
+    """Register ``GYM_ID`` with Gymnasium, as upstream's package import does with Gym (idempotent).
+    Without the env checker and the order enforcer: their wrappers pass only Gymnasium's
+    ``reset(seed, options)``, not upstream's ``reset(session=k)``, and its 4-tuple ``step``."""
+    if GYM_ID not in gym.registry:
+        gym.register(id=GYM_ID, entry_point=f"{__name__}:WebAgentTextEnv", order_enforce=False, disable_env_checker=True)
+
+
+class WebAgentTextEnv(gym.Env):
     """Upstream's ``web_agent_site.envs.WebAgentTextEnv`` in text mode.
 
     Args mirror upstream's; ``catalog_seed`` (ours) picks the synthetic catalog, ``seed`` the
-    stream random sessions are drawn from. Upstream arguments about its files and browser
+    stream random sessions are drawn from, ``task_version`` the task set (1: ``rspo/WebShop-v1``'s,
+    0: ``rspo/WebShop-v0``'s). Upstream arguments about its files and browser
     (``file_path``, ``server``, ``get_image``, ``limit_goals``, ``num_prev_obs``,
     ``num_prev_actions``, ``session_prefix``) are accepted at their defaults only.
     """
@@ -54,6 +75,7 @@ class WebAgentTextEnv:
         *,
         catalog_seed: int = 0,
         seed: int | None = None,
+        task_version: int = 1,
         **upstream: Any,
     ) -> None:
         if observation_mode != "text":
@@ -63,11 +85,16 @@ class WebAgentTextEnv:
         changed = sorted(k for k, v in upstream.items() if k not in defaults or v != defaults[k])
         if changed:
             raise ValueError(f"WebAgentTextEnv: {', '.join(changed)} not supported (upstream's files and browser options)")
+        if task_version not in (0, 1):
+            raise ValueError(f"task_version must be 1 (rspo/WebShop-v1's tasks) or 0 (rspo/WebShop-v0's), got {task_version!r}")
+        if task_version == 1 and not human_goals:
+            raise ValueError("human_goals=False: only rspo/WebShop-v0's tasks have synthetic goals (pass task_version=0)")
         self.observation_mode = observation_mode
+        self.task_version = task_version
         self.num_products = DEFAULT_NUM_PRODUCTS if num_products is None else int(num_products)
         self.catalog_seed = catalog_seed
         self.goal_style = "human" if human_goals else "synthetic"
-        _, goals = shared_catalog(self.num_products, catalog_seed, self.goal_style)
+        _, goals = shared_catalog(self.num_products, catalog_seed, self.goal_style, task_version)
         self.server = SimpleNamespace(goals=goals)
         self._envs: dict[str, WebShopEnv] = {}
         self._rng = np.random.default_rng(seed)
@@ -79,7 +106,7 @@ class WebAgentTextEnv:
     def _split_env(self, split: str) -> WebShopEnv:
         if split not in self._envs:
             self._envs[split] = WebShopEnv(num_products=self.num_products, split=split,
-                                           catalog_seed=self.catalog_seed, goal_style=self.goal_style)
+                                           catalog_seed=self.catalog_seed, goal_style=self.goal_style, task_version=self.task_version)
         return self._envs[split]
 
     def _goal_index(self, session: Any) -> int:

@@ -24,8 +24,9 @@ from rspo_gym.rollout.prompts import parse_action
 
 __all__ = ["skyrl_env_class", "register_skyrl_envs", "skyrl_dataset_rows", "SKYRL_ENVS"]
 
-#: the names ``register_skyrl_envs`` registers, and their env ids
-SKYRL_ENVS = {"rspo_alfworld": "rspo/ALFWorld-v0", "rspo_webshop": "rspo/WebShop-v0"}
+#: the names ``register_skyrl_envs`` registers, and their env ids (WebShop: the calibrated tasks; for
+#: v0's, ``register_skyrl_envs({"rspo_webshop_v0": "rspo/WebShop-v0"})``)
+SKYRL_ENVS = {"rspo_alfworld": "rspo/ALFWorld-v0", "rspo_webshop": "rspo/WebShop-v1"}
 
 
 def _require_skyrl() -> Any:

@@ -8,7 +8,9 @@ Two ways to train, both with ``pip install 'rspo-gym[trl]'``:
   calls ``reset(**row)``, so a group plays one task. The env's one tool is ``act(action)``; its
   ``get_reward()`` is the episode's reward (verl-agent's 10 × won by default). The conversation
   grows by one tool call and one answer per turn, and TRL drops tool answers past
-  ``max_completion_length`` (the episode then ends there): size it for ``max_turns``.
+  ``max_completion_length`` (the episode then ends there, unfinished, reward 0): size it for
+  ``max_turns``. TRL says nothing of it; the env warns (``EpisodeCutWarning``) the first time it
+  is scored unfinished.
 - **Windowed prompts** (``WindowedRollout``): a ``rollout_func`` that plays every episode with
   our verl-agent prompts (a fixed window of ``history_length`` past steps, so prompts stay short)
   and generates with the trainer's model. TRL trains one sequence per episode, so each episode
@@ -23,6 +25,7 @@ tool-calling check passes.
 from __future__ import annotations
 
 import importlib.resources
+import warnings
 from typing import Any, Sequence
 
 import numpy as np
@@ -30,7 +33,14 @@ import numpy as np
 from rspo_gym.integrations.episode import EPISODE_OVER, Episode, EpisodeConfig, first_prompts, task_ids
 from rspo_gym.rollout.prompts import parse_action
 
-__all__ = ["environment_factory", "task_dataset", "tool_chat_template", "WindowedRollout", "episode_reward", "require_trl"]
+__all__ = ["environment_factory", "task_dataset", "tool_chat_template", "WindowedRollout", "episode_reward", "require_trl",
+           "EpisodeCutWarning"]
+
+
+class EpisodeCutWarning(UserWarning):
+    """TRL's tool loop scored an episode before it ended: its completion reached
+    ``max_completion_length`` (TRL then drops the tool answer and stops the rollout) or the model
+    answered without calling the tool. The episode's reward is then that of an unfinished one."""
 
 
 def require_trl() -> Any:
@@ -61,6 +71,7 @@ def environment_factory(env_id: str = "rspo/ALFWorld-v0", **options: Any) -> typ
     class TextEnvironment:
         __doc__ = f"{env_id} for TRL: one instance per rollout slot, reset once per episode."
         _config = config
+        _warned = False  # the cut is said once per factory: a batch cuts many episodes alike
 
         def __init__(self) -> None:
             self._episode = Episode(self._config)
@@ -83,7 +94,17 @@ def environment_factory(env_id: str = "rspo/ALFWorld-v0", **options: Any) -> typ
             return turn.message
 
         def get_reward(self) -> float:
-            return self._episode.total_reward
+            """The episode's reward; TRL calls it when its rollout ends, finished or not."""
+            episode = self._episode
+            if not episode.done and not type(self)._warned:
+                type(self)._warned = True
+                warnings.warn(
+                    f"TRL ended a {env_id} rollout before the episode did (turn {episode.turns} of at most "
+                    f"{episode.max_turns}, not won; reward {episode.total_reward:g}): its completion reached "
+                    f"max_completion_length, where TRL drops the next tool answer and stops, or the model answered "
+                    f"without calling act. Size max_completion_length for max_turns (docs/integrations.md, TRL).",
+                    EpisodeCutWarning, stacklevel=2)
+            return episode.total_reward
 
         @property
         def episode(self) -> Episode:

@@ -5,10 +5,15 @@ verl-agent (``agent_system/environments``) builds its vector envs with ``build_a
 ``WebshopEnvironmentManager``, which format prompts, keep the history window and feed its
 ``TrajectoryCollector``. These two functions take the same arguments and return objects with the
 same calls and return shapes, played by our envs in this process (no Ray actors, no TextWorld, no
-Java), so the one change is where they are imported from::
+Java), so the one change is where they are imported from, with the projection::
 
-    # from agent_system.environments.env_package.alfworld import build_alfworld_envs
-    from rspo_gym.integrations.verl_agent import build_alfworld_envs
+    # was: from agent_system.environments.env_package.alfworld import build_alfworld_envs, alfworld_projection
+    from rspo_gym.integrations.verl_agent import build_alfworld_envs, alfworld_projection
+
+``alfworld_projection`` and ``webshop_projection`` here are verl-agent's own functions, loaded from
+its ``env_package/<env>/projection.py`` on first use (``verl_agent_projection``): importing them
+from verl-agent's package runs the package's ``__init__``, whose ``from .envs import
+build_alfworld_envs`` needs the workers' torchvision, Ray and TextWorld.
 
 - ALFWorld: ``reset()`` → ``(text_obs, None, infos)``, ``step(actions)`` → ``(text_obs, None,
   rewards, dones, infos)``; each info carries ``won``, ``admissible_commands``, ``extra.gamefile``
@@ -27,15 +32,21 @@ Java), so the one change is where they are imported from::
 
 from __future__ import annotations
 
+import importlib.util
 import os
-from typing import Any, Mapping, Sequence
+import sys
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from rspo_gym.compat.alfworld import AlfredBatchEnv, AlfredTWEnv, default_config
 from rspo_gym.compat.webshop import WebAgentTextEnv
 
-__all__ = ["build_alfworld_envs", "build_webshop_envs", "AlfworldEnvs", "WebshopEnvs", "WEBSHOP_FILE_KEYS"]
+__all__ = ["build_alfworld_envs", "build_webshop_envs", "AlfworldEnvs", "WebshopEnvs", "WEBSHOP_FILE_KEYS", "verl_agent_projection"]
+
+#: the projection names this module gives (verl-agent's own, ``verl_agent_projection``), and their env packages
+PROJECTIONS = {"alfworld_projection": "alfworld", "webshop_projection": "webshop"}
 
 #: verl-agent's WebShop ``env_kwargs`` that name upstream's data files: dropped (the catalog is ours)
 WEBSHOP_FILE_KEYS = ("file_path", "attr_path")
@@ -171,3 +182,39 @@ class WebshopEnvs:
 def build_webshop_envs(seed, env_num, group_n, resources_per_worker=None, is_train=True, env_kwargs=None) -> WebshopEnvs:
     """verl-agent's ``build_webshop_envs``, same arguments, same return shapes."""
     return WebshopEnvs(seed, env_num, group_n, resources_per_worker, is_train, env_kwargs)
+
+
+def verl_agent_projection(env: str) -> Callable[..., Any]:
+    """verl-agent's own ``<env>_projection`` (``env``: ``alfworld`` or ``webshop``), loaded from its
+    ``agent_system/environments/env_package/<env>/projection.py`` without running that package's
+    ``__init__``: the ``__init__`` also imports the env's Ray workers (``from .envs import ...``),
+    which need torchvision, Ray and TextWorld, none of which our builders use. The module is
+    registered under its own name, so a later import of it (or of the package) reuses it."""
+    package = f"agent_system.environments.env_package.{env}"
+    name = f"{package}.projection"
+    module = sys.modules.get(name)
+    if module is None:
+        try:
+            found = importlib.util.find_spec(package)  # imports the parents, not the package itself
+        except ModuleNotFoundError:
+            found = None
+        if found is None or not found.submodule_search_locations:
+            raise ImportError(f"{env}_projection is verl-agent's: run this inside verl-agent (its agent_system package "
+                              f"is not importable here; it is not on PyPI, put its checkout on the path)")
+        path = Path(next(iter(found.submodule_search_locations))) / "projection.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    return getattr(module, f"{env}_projection")
+
+
+def __getattr__(name: str) -> Any:
+    """``alfworld_projection`` / ``webshop_projection``: verl-agent's own, loaded on first use."""
+    if name in PROJECTIONS:
+        return verl_agent_projection(PROJECTIONS[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

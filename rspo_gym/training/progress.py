@@ -4,7 +4,9 @@
   seconds, not iterations: an iteration count is an upper bound that the budget usually cuts
   short, so a bar over it would promise hours under a budget of minutes. Its text says what the
   loop is doing (collecting, updating, evaluating) and how far that phase's rollout is (episodes
-  done of all, the turn, env steps per second), since one iteration can take a minute on a CPU.
+  done of all, the turn, env steps per second), since one iteration can take a minute on a CPU;
+  and how far the update is (rows done of all, seconds left), since an LLM's update on a CPU can
+  take minutes more.
 - ``RolloutProgress``: a rollout shown on its own (``Trainer.evaluate`` outside ``learn``: the
   quick start's held-out evaluation, ``rspo-gym eval``), a bar over its episodes.
 
@@ -51,6 +53,12 @@ def _pace(count: RolloutCount) -> str:
     """``"turn 12, 410 steps/s"`` (a tenth of a step below 10 a second: an LLM on a CPU)."""
     rate = count.steps / count.seconds if count.seconds > 0 else 0.0
     return f"turn {count.turns}, {rate:.{1 if rate < 10 else 0}f} steps/s"
+
+
+def _describe_update(rows_done: int, rows: int, seconds: float) -> str:
+    """``"48/210 rows, 35 s left"``: how far an update is, its time left at the pace so far."""
+    left = seconds / max(rows_done, 1) * (rows - rows_done)
+    return f"{rows_done}/{rows} rows, {left:.0f} s left"
 
 
 class ThrottledLines:
@@ -163,6 +171,16 @@ class TrainingProgress(_Display):
         who = f"{label} " if label else ""
         self.bar.set_postfix_str(f"iteration {self._iteration + 1}/{self.iterations}: {self._phase}, {who}{_describe_rollout(count)}",
                                  refresh=count.episodes_done == count.episodes)
+
+    def update_step(self, rows_done: int, rows: int, seconds: float, label: str = "") -> None:
+        """How far the phase's update is: ``rows_done`` of the ``rows`` it passes over (every
+        epoch's), after ``seconds``; ``label`` as ``rollout``'s. Drawn by the clock thread, and
+        here only when the update ends: a fast policy passes hundreds of micro-batches a second."""
+        if self.bar is None:
+            return
+        who = f"{label} " if label else ""
+        self.bar.set_postfix_str(f"iteration {self._iteration + 1}/{self.iterations}: {self._phase}, {who}"
+                                 f"{_describe_update(rows_done, rows, seconds)}", refresh=rows_done == rows)
 
     def iteration_done(self, iteration: int, success: float) -> None:
         if self.bar is None:

@@ -411,7 +411,8 @@ class RSPOTrainer(Trainer):
             with self.dist.full_weights(self.explorer):
                 old_logprobs, old_values = self.old_policy_outputs(self.explorer, batch)
             estimate = self.estimate(view, batch, old_values)
-            stats = self.update(self.explorer, self.explorer_optimizer, batch, estimate, it, old_values=old_values, old_logprobs=old_logprobs)
+            stats = self.update(self.explorer, self.explorer_optimizer, batch, estimate, it, old_values=old_values, old_logprobs=old_logprobs,
+                                label="explorer")
             metrics.update({k.replace("train/", "explorer/"): v for k, v in stats.items()})
         return metrics
 

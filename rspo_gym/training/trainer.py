@@ -526,6 +526,21 @@ class Trainer:
             return None
         return lambda count: display.rollout(count, label)
 
+    def update_reporter(self, label: str, rows: int) -> Callable[[int], None] | None:
+        """Where an update says how far it is: called with each micro-batch's row count, it shows
+        learn()'s display the rows passed of ``rows`` and the time left, so the bar does not sit
+        on "updating" for the minutes an LLM's update takes on a CPU; None outside learn()."""
+        display = self._display
+        if display is None or display.bar is None:
+            return None
+        started, done = time.perf_counter(), [0]
+
+        def report(micro_rows: int) -> None:
+            done[0] += micro_rows
+            display.update_step(done[0], rows, time.perf_counter() - started, label)
+
+        return report
+
     def gathered(self, rollout: Rollout) -> Rollout:
         """Every rank's trajectories (no rows): what the rollout metrics read."""
         return Rollout([], self.dist.gather(rollout.trajectories))
@@ -657,6 +672,7 @@ class Trainer:
         old_logprobs: torch.Tensor | None = None,
         is_weights: torch.Tensor | None = None,
         reference=None,
+        label: str = "",
     ) -> dict[str, float]:
         """Clipped policy-gradient epochs over mini-batches, gradients accumulated over micro-batches.
 
@@ -670,10 +686,12 @@ class Trainer:
         cut to its own padding and weighted (``loss_weights``) so that accumulation equals one big
         batch; a mini-batch's rows nested in one another share a micro-batch when the passes pack
         them (``micro_batch_chains``). ``train/rollout_logprob_diff`` is the mean |rollout -
-        training log-prob| over the first step's tokens, scored before any weight moves.
+        training log-prob| over the first step's tokens, scored before any weight moves. learn()'s
+        display counts the rows passed (``label``: whose update, as ``rollout_reporter``'s).
         """
         c = self.config
         reference = self.reference if reference is None and policy is self.policy else reference
+        report = self.update_reporter(label, c.ppo_epochs * len(batch))
         mask = batch.response_mask * ~forced_token_mask(batch.allowed, batch.response_mask)
         on_policy = self.on_policy_update(len(batch))
         old = None if on_policy else (batch.old_logprobs if old_logprobs is None else old_logprobs)
@@ -730,6 +748,8 @@ class Trainer:
                         diff = [diff[0] + rollout_diff[0], diff[1] + rollout_diff[1]]
                     for key, value in terms.items():
                         sums[key] = sums.get(key, 0.0) + value * weight / share
+                    if report is not None and k < len(micros):
+                        report(len(micro))
                 for key, value in self._clip_gradients(policy).items():
                     norms[key] = norms.get(key, 0.0) + value
                 optimizer.step()

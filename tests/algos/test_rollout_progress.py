@@ -64,3 +64,32 @@ def test_evaluate_alone_draws_its_own_bar_unless_progress_is_off(shown, monkeypa
         assert ", turn 2, " in lines[-1] and lines[-1].endswith(" steps/s")
     else:
         assert lines == []
+
+
+class _RecordingUpdates(TrainingProgress):
+    """The training display, remembering the text of every update step it was shown."""
+
+    texts: list[str] = []
+
+    def update_step(self, rows_done: int, rows: int, seconds: float, label: str = "") -> None:
+        super().update_step(rows_done, rows, seconds, label)
+        _RecordingUpdates.texts.append(self.bar.postfix)
+
+
+def test_learn_counts_the_rows_of_the_update(tmp_path, monkeypatch):
+    """The update phase (minutes for an LLM on a CPU) says how many of its rows are done and the
+    time left, for the learner and for RSPO's explorer, instead of a bare "updating"."""
+    from rspo_gym import RSPOTrainer
+
+    monkeypatch.setattr(trainer_module, "TrainingProgress", _RecordingUpdates)
+    monkeypatch.setattr(_RecordingUpdates, "texts", [])
+    trainer = RSPOTrainer("rspo/ALFWorld-v0", **{**FAST, "group_size": 4}, explorer_group_size=1, micro_batch_size=2, ppo_epochs=2,
+                          eval_every=0, output_dir=str(tmp_path / "run"))
+    trainer.learn()
+    trainer.close()
+    texts = _RecordingUpdates.texts
+    learner = [t for t in texts if t.startswith("iteration 1/1: updating, ") and "explorer" not in t]
+    assert learner and all(" rows, " in t and t.endswith(" s left") for t in learner), texts
+    done, total = learner[-1].split(", ")[1].split(" ")[0].split("/")
+    assert done == total and int(total) > 2, texts  # both epochs' rows, counted to the end
+    assert any(t.startswith("iteration 1/1: updating, explorer ") for t in texts), texts

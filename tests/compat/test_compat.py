@@ -139,7 +139,7 @@ def test_verl_agent_webshop_worker_idioms(installed):
     assert Installed is WebAgentTextEnv and len(env.server.goals) >= 1500
     obs, info = env.reset(session=3)
     assert info is None and obs.startswith("WebShop [SEP] Instruction: [SEP] ")
-    reference = gym.make("rspo/WebShop-v0", num_products=200, split="test")
+    reference = gym.make("rspo/WebShop-v1", num_products=200, split="test")
     assert reference.reset(options={"task_id": 3})[0] == obs  # upstream's session 3 is the test split's goal 3
     assert env.get_available_actions() == {"has_search_bar": True, "clickables": ["search"]}
     shopper = ScriptedShopper(env.get_instruction_text())  # a scripted stand-in: it reads the page only
@@ -155,7 +155,7 @@ def test_webshop_sessions_map_to_splits():
     n = len(env.server.goals)
     for session, split in ((0, "test"), (500, "valid"), (1500, "train")):
         obs, _ = env.reset(session=session)
-        expected = gym.make("rspo/WebShop-v0", num_products=200, split=split).reset(options={"task_id": session - split_range(split, n).start})[0]
+        expected = gym.make("rspo/WebShop-v1", num_products=200, split=split).reset(options={"task_id": session - split_range(split, n).start})[0]
         assert obs == expected
     assert env.reset(session="fixed_500")[0] == env.reset(session=500)[0]
     with pytest.raises(ValueError, match="out of range"):
@@ -164,3 +164,25 @@ def test_webshop_sessions_map_to_splits():
         WebAgentTextEnv(observation_mode="html")
     with pytest.raises(ValueError, match="num_prev_obs"):
         WebAgentTextEnv(num_products=200, num_prev_obs=2)
+
+
+@pytest.mark.parametrize("version", [1, 0])
+def test_webshop_api_plays_the_calibrated_tasks_unless_asked_for_v0(version):
+    """A user of the originals' API expects the original's difficulty: ``rspo/WebShop-v1``'s
+    tasks by default; v0's, kept for old results, one argument away."""
+    env = WebAgentTextEnv(num_products=200, **({} if version == 1 else {"task_version": 0}))
+    expected = gym.make(f"rspo/WebShop-v{version}", num_products=200, split="test").reset(options={"task_id": 3})[0]
+    assert env.reset(session=3)[0] == expected
+
+
+def test_upstream_gym_id_after_install(installed):
+    """Upstream's ``web_agent_site.envs`` registers ``WebAgentTextEnv-v0``, and its scripts make
+    the env through ``gym.make`` with its own arguments; the env is the bare API, unwrapped."""
+    import web_agent_site.envs  # noqa: F401  (upstream registers its ids on this import)
+
+    env = gym.make("WebAgentTextEnv-v0", observation_mode="text", num_products=200)
+    assert isinstance(env, WebAgentTextEnv)
+    obs, info = env.reset(session=3)
+    assert info is None and obs == WebAgentTextEnv(num_products=200).reset(session=3)[0]
+    obs, reward, done, info = env.step("search[red shoes]")
+    assert (reward, done, info) == (0.0, False, None) and "Back to Search" in obs

@@ -13,8 +13,8 @@ import pytest
 
 from rspo_gym.integrations.episode import EPISODE_OVER
 
-SETTINGS = {"rspo/ALFWorld-v0": {"split": "valid_seen"}, "rspo/WebShop-v0": {"num_products": 200, "split": "test"}}
-NAMES = {"rspo/ALFWorld-v0": "rspo_alfworld", "rspo/WebShop-v0": "rspo_webshop"}
+SETTINGS = {"rspo/ALFWorld-v0": {"split": "valid_seen"}, "rspo/WebShop-v1": {"num_products": 200, "split": "test"}}
+NAMES = {"rspo/ALFWorld-v0": "rspo_alfworld", "rspo/WebShop-v1": "rspo_webshop"}  # WebShop: the calibrated tasks
 
 
 @pytest.mark.parametrize("env_id", list(SETTINGS))
@@ -28,6 +28,7 @@ def test_skyrl_episode_through_its_registry(env_id):
     chats = [env.init(row["prompt"])[0] for env in envs]
     assert chats[0] == chats[1] and chats[0][-1]["role"] == "user" and chats[0][-1]["content"]  # one task per group
     env, chat = envs[0], chats[0]
+    assert env.episode.env.spec.id == env_id
     while True:
         reply = env.episode.env.unwrapped.expert_action()  # the scripted policy
         out = env.step(f"{reply}")
@@ -35,7 +36,7 @@ def test_skyrl_episode_through_its_registry(env_id):
         if out["done"]:
             break
     assert out["reward"] == 10.0 and out["metadata"]["won"] and out["observations"] == []
-    assert env.max_turns == {"rspo/ALFWorld-v0": 50, "rspo/WebShop-v0": 15}[env_id]
+    assert env.max_turns == {"rspo/ALFWorld-v0": 50, "rspo/WebShop-v1": 15}[env_id]
     metrics = env.get_metrics()
     assert metrics[f"{NAMES[env_id]}/won"] == 1.0 and all(key.startswith(NAMES[env_id] + "/") for key in metrics)
 
@@ -90,7 +91,7 @@ def test_openrlhf_chat_markers_come_from_the_template():
 
     _, tokenizer = load_model("tiny", device="cpu")
     assert chat_markers(tokenizer) == ("<|im_end|>\n<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n")
-    instance_cls, _ = agent_classes({"env_id": "rspo/WebShop-v0", "env_kwargs": SETTINGS["rspo/WebShop-v0"], "max_turns": 2}, tokenizer)
+    instance_cls, _ = agent_classes({"env_id": "rspo/WebShop-v1", "env_kwargs": SETTINGS["rspo/WebShop-v1"], "max_turns": 2}, tokenizer)
     agent = instance_cls()
     asyncio.run(agent.reset({"observation": "x", "label": json.dumps({"task_id": 0})}))
     step = asyncio.run(agent.step({"action_text": "search[shoes]<|im_end|>", "label": ""}))

@@ -103,3 +103,26 @@ def test_env_tool_answers_after_the_end():
     assert "WebShop" in first and "search[<your query>]" in first
     assert env.act("click[buy now]").endswith(EPISODE_OVER)  # the one turn is spent
     assert env.act("click[buy now]") == EPISODE_OVER and env.get_reward() == 0.0
+
+
+def test_tool_loop_warns_when_max_completion_length_cuts_an_episode(tmp_path):
+    """TRL drops tool answers past ``max_completion_length`` and ends the rollout there, with no
+    word of it: the episode is scored unfinished (reward 0). The env says so, once, with the turns."""
+    env_id = "rspo/ALFWorld-v0"
+    model, tokenizer = tiny()
+    factory = rspo_trl.environment_factory(env_id, env_kwargs=SETTINGS[env_id], max_turns=8)
+    dataset = rspo_trl.task_dataset(env_id, ids=[SHORT_TASKS[env_id]], env_kwargs=SETTINGS[env_id])
+    trainer = ScriptedTrainer(model=model, processing_class=tokenizer, args=config(tmp_path, max_completion_length=200),
+                              train_dataset=dataset, environment_factory=factory)
+    with pytest.warns(rspo_trl.EpisodeCutWarning, match=r"max_completion_length") as caught:
+        trainer.train()
+    assert not any(env.episode.done for env in trainer.environments)
+    cut = [str(w.message) for w in caught if w.category is rspo_trl.EpisodeCutWarning]
+    assert len(cut) == 1 and "of at most 8" in cut[0], cut  # once, not once per episode
+
+
+def test_finished_episodes_are_scored_without_a_warning(recwarn):
+    env = rspo_trl.environment_factory("rspo/ALFWorld-v0", env_kwargs=SETTINGS["rspo/ALFWorld-v0"], max_turns=1)()
+    env.reset(task_id=0, prompt=[])
+    env.act("look")
+    assert env.get_reward() == 0.0 and not [w for w in recwarn if w.category.__name__ == "EpisodeCutWarning"]

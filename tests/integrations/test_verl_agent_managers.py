@@ -9,7 +9,6 @@ out here because the collector itself imports verl."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -30,12 +29,10 @@ def verl_agent():
     finally:
         sys.path.remove(SRC)
 
-    def projection(env):  # the module file itself: its package __init__ imports Ray workers and TextWorld
-        path = Path(SRC) / "agent_system/environments/env_package" / env / "projection.py"
-        spec = importlib.util.spec_from_file_location(f"verl_agent_{env}_projection", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return getattr(module, f"{env}_projection")
+    from rspo_gym.integrations import verl_agent as ours
+
+    def projection(env):  # as the page's import gives it: verl-agent's own, its package __init__ (Ray workers, TextWorld) not run
+        return getattr(ours, f"{env}_projection")
 
     return env_manager, projection
 
