@@ -366,7 +366,8 @@ def _compare(args: argparse.Namespace) -> int:
             raise UserError(f"--group expects NAME=GLOB, got {spec!r}")
         groups.setdefault(name.strip(), []).append(pattern.strip())
     summary = compare_runs(args.runs, groups=groups or None, baseline=args.baseline, out=args.out, evaluate=args.evaluate,
-                           tasks=args.tasks, one_seed=args.one_seed, replicates=args.replicates, say=lambda line: print(line, file=sys.stderr))
+                           tasks=args.tasks, one_seed=args.one_seed, replicates=args.replicates, x=args.x,
+                           say=lambda line: print(line, file=sys.stderr))
     for g in summary["groups"]:
         final = g["final"]["success"]
         print(f"{g['name']}: {len(g['seeds'])} seed{'' if len(g['seeds']) == 1 else 's'}, final held-out success {final['mean']:.3f} "
@@ -542,6 +543,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--one-seed", action="store_true",
                          help="accept groups of one seed: their intervals then cover the held-out tasks only, not training noise")
     compare.add_argument("--replicates", type=int, default=2000, help="bootstrap resamples per interval")
+    compare.add_argument("--x", choices=("iterations", "total_env_steps"), default="iterations",
+                         help="pair runs at equal learner iterations (default) or at equal total env steps: equal compute, an "
+                              "RSPO explorer's steps included (read from the runs' held-out records)")
     compare.set_defaults(run=_compare)
 
     config = commands.add_parser("config", help="every config field of an algorithm, with its default and doc")

@@ -52,7 +52,7 @@ def prepare(runs: Sequence[str | Path] = (), *, groups: Mapping[str, str | Seque
 
 def compare_runs(runs: Sequence[str | Path] = (), *, groups: Mapping[str, str | Sequence[str]] | None = None,
                  baseline: str | None = None, out: str | Path | None = "compare", evaluate: bool = False, tasks: int | None = None,
-                 one_seed: bool = False, replicates: int = 2000, progress: bool = True,
+                 one_seed: bool = False, replicates: int = 2000, progress: bool = True, x: str = "iterations",
                  say: Callable[[str], None] = print) -> dict[str, Any]:
     """Compare groups of runs with a baseline group; return ``summary.json``'s content, and
     write the report into ``out`` (None: write nothing).
@@ -60,16 +60,21 @@ def compare_runs(runs: Sequence[str | Path] = (), *, groups: Mapping[str, str | 
     ``evaluate``: measure every run's saved policy now, even where its records would do;
     ``tasks``: on the first ``tasks`` tasks of the held-out split (default: the first run's last
     evaluation's tasks); ``one_seed``: accept groups of one seed (intervals over tasks only);
-    ``replicates``: bootstrap resamples; ``progress``: a bar per evaluation.
+    ``replicates``: bootstrap resamples; ``progress``: a bar per evaluation; ``x``: pair the runs at
+    equal ``iterations`` or at equal ``total_env_steps`` (equal compute, an RSPO explorer's steps
+    included; read from the runs' records).
     """
-    from rspo_gym.compare.summary import summarize
+    from rspo_gym.compare.summary import AXES, summarize
+
+    if x not in AXES:
+        raise UserError(f"x must be one of {', '.join(AXES)}, got {x!r}")
 
     found, baseline = prepare(runs, groups=groups, baseline=baseline, one_seed=one_seed)
     # the baseline first: its first run's episodes are the plan's
     found = sorted(found, key=lambda g: g.name != baseline)
     plan = plan_evaluation(found, tasks=tasks)
     finals, evaluated = final_records(found, plan, evaluate=evaluate, say=say, progress=progress)
-    summary = summarize(found, baseline, plan, finals, evaluated=evaluated, replicates=replicates)
+    summary = summarize(found, baseline, plan, finals, evaluated=evaluated, replicates=replicates, x=x)
     if out is not None:
         from rspo_gym.compare.report import write_report
 

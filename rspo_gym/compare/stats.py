@@ -21,7 +21,7 @@ import numpy as np
 
 from rspo_gym.intervals import bootstrap_mean_ci, difference_draws
 
-__all__ = ["Estimate", "Difference", "VERDICTS", "DETECTABLE_SES", "estimate", "difference", "verdict", "area_under_curve", "curve_band"]
+__all__ = ["Estimate", "Difference", "VERDICTS", "DETECTABLE_SES", "estimate", "difference", "verdict", "area_under_curve", "curve_at", "curve_band"]
 
 #: What a difference's interval says: above 0, below 0, or around it.
 VERDICTS = ("better", "worse", "no difference at this noise")
@@ -110,6 +110,18 @@ def area_under_curve(iterations: Sequence[float], values: np.ndarray) -> np.ndar
     if len(x) < 2 or x[-1] <= x[0]:
         raise ValueError("an area under a curve needs two evaluations at different iterations")
     return np.trapezoid(np.asarray(values, dtype=float), x, axis=0) / (x[-1] - x[0])
+
+
+def curve_at(steps: Sequence[float], values: np.ndarray, grid: Sequence[float]) -> np.ndarray:
+    """Per task, a held-out curve read at ``grid`` (``(len(grid), tasks)``): ``values``
+    (``(evaluations, tasks)``, measured at the increasing ``steps``) joined linearly between
+    evaluations. Runs evaluated at different env steps are compared on one grid this way.
+
+    >>> curve_at([0, 10, 30], np.array([[0.0, 1.0], [1.0, 1.0], [0.0, 0.0]]), [5, 20]).tolist()
+    [[0.5, 1.0], [0.5, 0.5]]
+    """
+    values = np.asarray(values, dtype=float)
+    return np.stack([np.interp(grid, steps, values[:, k]) for k in range(values.shape[1])], axis=1)
 
 
 def curve_band(matrices: Sequence[Sequence[Sequence[float]]], *, replicates: int = 1000, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
