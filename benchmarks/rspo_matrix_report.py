@@ -628,11 +628,25 @@ def plot_forests(differences: list[dict], out: Path) -> list[Path]:
     written = []
     panels: dict[tuple[str, str, str | None], list[dict]] = {}
     for d in differences:
+        if d.get("measure") == TOTAL_MEASURE:  # the explorer study: WebShop's score is its headline
+            if d["metric"] in ("score", "auc_score", "success"):
+                panels.setdefault((d["env"], d["metric"], "total"), []).append(d)
+            continue
         if d["metric"] not in ("success", "auc_success"):
             continue
         measure = "auc" if d["metric"].startswith("auc_") else "final"
         panels.setdefault((d["env"], measure, regime_name(d["regime"]) if "regime" in d else None), []).append(d)
     for (env, measure, regime), chosen in panels.items():
+        if regime == "total":
+            rows = [{"label": f"{d['base']}: {d['names'][0]} − {d['names'][1]}", "difference": d["mean"], "ci_low": d["ci_low"],
+                     "ci_high": d["ci_high"], "verdict": verdict(d["ci_low"], d["ci_high"])} for d in chosen]
+            what = {"score": "final held-out score", "auc_score": "area under the held-out score curve",
+                    "success": "final held-out success"}[measure]
+            name = f"forest_total_{env.split('/')[-1]}_{measure}"
+            if forest_plot(rows, out / f"{name}.png", title=f"{env}: paired differences a − b of the {what}, equal total env steps "
+                                                             f"(95 % intervals over seeds and goals)", xlabel=f"a − b, {what}"):
+                written.append(out / f"{name}.png")
+            continue
         rows = [{"label": " ".join(f"{d['base']}: {d['a']['arm']} {d['a']['process_reward'] or ''} − {d['b']['arm']} "
                                    f"{d['b']['process_reward'] or ''}".split()),
                  "difference": d["mean"], "ci_low": d["ci_low"], "ci_high": d["ci_high"], "verdict": verdict(d["ci_low"], d["ci_high"])}
