@@ -301,6 +301,8 @@ def _edit(path: Path, change) -> None:
     ("string env_steps", lambda r: r.update(env_steps="12"), "env_steps"),
     ("short column", lambda r: r.update(steps=r["steps"][:3]), "steps"),
     ("other iteration", lambda r: r.update(iteration=1), "iteration"),
+    ("no split", lambda r: r.pop("split"), "split"),
+    ("null split", lambda r: r.update(split=None), "split"),
 ])
 def test_bad_values_in_a_record_are_one_line_naming_the_field(pair, case, text, field):
     """NaN or inf scores printed +nan and wrote bare NaN into summary.json; success 5 was a
@@ -331,6 +333,14 @@ def test_a_damaged_metrics_row_is_one_line(pair, case, content, expected):
     with open(pair / "r-1" / "metrics.jsonl", "a") as f:
         f.write(content)
     refused(compare_cli(f"{pair}/r-*", "--out", str(pair / "report")), str(pair / "r-1" / "metrics.jsonl"), expected)
+
+
+def test_records_past_the_last_metrics_row_are_one_line(pair):
+    """metrics.jsonl cut to its first row while the records reach iteration 2: the run stopped
+    between an evaluation and its row (or was edited); its policy/ is not the record's."""
+    metrics = pair / "r-1" / "metrics.jsonl"
+    metrics.write_text(metrics.read_text().splitlines(keepends=True)[0])
+    refused(compare_cli(f"{pair}/r-*", "--out", str(pair / "report")), str(pair / "r-1"), "metrics.jsonl ends at iteration 1")
 
 
 def test_a_record_nested_deep_is_one_line(pair):

@@ -179,9 +179,9 @@ def _number(value: Any) -> bool:
 def check_record(record: Any, path: Path, *, env_id: str | None) -> dict[str, Any]:
     """``record`` (the JSON of ``path``) as ``training/eval_records.py`` writes it, refused in one
     line naming the field otherwise: a number that is not one, a success that is not 0 or 1, a
-    score outside [0, 1] on the suite's envs, columns of different lengths, episode seeds that are
-    not the ones the record's ``eval_seed`` gives (all null is a caller's own env, which chose
-    them)."""
+    score outside [0, 1] or no split on the suite's envs, columns of different lengths, episode
+    seeds that are not the ones the record's ``eval_seed`` gives (all null, or a null split, is a
+    caller's own env, which chose them)."""
     def bad(field: str, why: str) -> UserError:
         return UserError(f"{path}: {field} {why}: not a record rspo-gym wrote; restore the file, or remove it and compare "
                          f"with --evaluate")
@@ -195,8 +195,9 @@ def check_record(record: Any, path: Path, *, env_id: str | None) -> dict[str, An
         raise bad("iteration", f"is {_show(record.get('iteration'))}, which is not the iteration the file's name gives")
     if not _is_int(record.get("env_steps")):
         raise bad("env_steps", f"is {_show(record.get('env_steps'))}, not a count of steps")
-    if not (record.get("split") is None or isinstance(record["split"], str)):
-        raise bad("split", f"is {_show(record['split'])}, not a split's name")
+    scored = env_id in SCORED_ENVS
+    if "split" not in record or not (isinstance(record["split"], str) or (record["split"] is None and not scored)):
+        raise bad("split", f"is {_show(record.get('split'))}, not a split's name")
     if not _number(record.get("temperature")) or record["temperature"] < 0:
         raise bad("temperature", f"is {_show(record.get('temperature'))}, not a temperature")
     if not _is_int(record.get("eval_seed"), 0, 2**63 - 1):
@@ -210,7 +211,6 @@ def check_record(record: Any, path: Path, *, env_id: str | None) -> dict[str, An
     for column in COLUMNS:
         if len(record[column]) != count:
             raise bad(column, f"has {len(record[column])} entries for {count} episodes")
-    scored = env_id in SCORED_ENVS
     checks = {
         "task_id": (lambda v: _is_int(v, 0, 2**31 - 1), "a task id"),
         "episode_seed": (lambda v: v is None or _is_int(v, 0, 2**64 - 1), "a seed"),

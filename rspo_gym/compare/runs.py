@@ -105,7 +105,13 @@ def load_run(path: str | Path) -> Run:
         load_config(config_path)
     except ValueError as err:
         raise UserError(str(err).splitlines()[0]) from None
-    return Run(folder, data, read_records(folder, env_id=data.get("env_id")), last_iteration(folder))
+    records, last = read_records(folder, env_id=data.get("env_id")), last_iteration(folder)
+    if records and records[-1]["iteration"] > last:
+        # the trainer logs an iteration's row right after its evaluation: a record past the last row is
+        # a run stopped between the two (its policy/ is an earlier save) or files changed by hand
+        raise UserError(f"{folder} has an evaluation record at iteration {records[-1]['iteration']} but metrics.jsonl ends at "
+                        f"iteration {last}: the run stopped mid-iteration (resume it to finish) or its files were changed")
+    return Run(folder, data, records, last)
 
 
 def _expand(pattern: str) -> list[str]:
