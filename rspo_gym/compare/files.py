@@ -6,8 +6,9 @@ record rspo-gym writes is refused in one line (``UserError``) naming the file an
 never printed as a number or left to a traceback further on.
 
 - ``read_bytes`` / ``read_json``: a regular file only (a FIFO would block the read forever, a link
-  to ``/dev/zero`` would fill the memory), at most a size cap; JSON without ``NaN``/``Infinity``
-  and without nesting deeper than the interpreter's stack (refused, not a ``RecursionError``).
+  to ``/dev/zero`` would fill the memory), at most a size cap; JSON nested deeper than the
+  interpreter's stack is refused, not a ``RecursionError`` (``NaN`` and ``Infinity`` parse, and
+  the checks of the fields that hold them refuse them by name).
 - ``read_config``: a run's ``config.json`` as such a file.
 - ``last_iteration``: the highest ``iteration`` in ``metrics.jsonl``, read line by line under caps.
 - ``read_records``: the run's ``evaluations/<iteration>.json`` records, each checked field by field
@@ -91,21 +92,17 @@ def read_bytes(path: str | Path, limit: int) -> bytes:
     return data
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"it holds {name}, which is not a number JSON has")
-
-
 def _parse(text: str | bytes, where: str) -> Any:
     """JSON of ``text``; ``where`` says what it is in the one-line refusal."""
     try:
         if isinstance(text, bytes):
             text = text.decode("utf-8")
-        return json.loads(text, parse_constant=_no_constant)
+        return json.loads(text)  # NaN and Infinity parse, so that the field holding one is named (check_record)
     except UnicodeDecodeError as err:
         raise UserError(f"{where} is not UTF-8 text (byte {err.start}): it is not a file rspo-gym wrote") from None
     except RecursionError:
         raise UserError(f"{where} is nested too deep to be a file rspo-gym wrote") from None
-    except ValueError as err:  # JSONDecodeError, NaN/Infinity, an integer of thousands of digits
+    except ValueError as err:  # JSONDecodeError, an integer of thousands of digits
         raise UserError(f"{where} is not JSON rspo-gym wrote: {str(err).splitlines()[0]}") from None
 
 
@@ -160,8 +157,11 @@ def last_iteration(folder: str | Path) -> int:
 
 
 def _show(value: Any) -> str:
-    """``value`` for a one-line message: its JSON, cut short."""
-    text = json.dumps(value) if not isinstance(value, float) or math.isfinite(value) else repr(value)
+    """``value`` for a one-line message: its JSON (``NaN``, ``Infinity`` as JSON spells them), cut short."""
+    try:
+        text = json.dumps(value)
+    except (RecursionError, ValueError):  # a value nested near the stack's limit
+        text = f"a {type(value).__name__} nested too deep"
     return text if len(text) <= 40 else text[:37] + "..."
 
 
