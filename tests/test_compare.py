@@ -449,6 +449,24 @@ def test_a_compare_killed_while_writing_leaves_out_as_it_was(pair, monkeypatch, 
     assert [p.name for p in pair.iterdir() if p.name.startswith(".")] == []
 
 
+def test_a_kill_9_while_compare_writes_leaves_no_out(pair):
+    """``kill -9`` as soon as compare starts writing (its staging folder, or the first file in
+    --out, appears): no --out, only the hidden staging folder a kill cannot clean."""
+    import signal
+    import time
+
+    out = pair / "report"
+    argv = [sys.executable, "-m", "rspo_gym", "compare", f"{pair}/r-*", "--out", str(out), "--replicates", "200"]
+    proc = subprocess.Popen(argv, cwd=REPO, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_memory_cap)
+    deadline = time.monotonic() + 120
+    while not (list(pair.glob(".report.*.tmp")) or (out / "summary.json").exists()) and proc.poll() is None:
+        assert time.monotonic() < deadline, "compare wrote nothing in 120 s"
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not out.exists(), sorted(p.name for p in out.iterdir())
+
+
 def test_summary_json_is_strict_json(pair):
     done = compare_cli(f"{pair}/r-*", "--out", str(pair / "report"), "--replicates", "200")
     assert done.returncode == 0, done.stderr
