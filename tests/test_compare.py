@@ -351,6 +351,15 @@ def test_a_config_nested_deep_is_one_line(pair):
     refused(compare_cli(f"{pair}/r-*", "--out", str(pair / "report")), str(pair / "r-1" / "config.json"), "nested too deep")
 
 
+def test_compare_draws_the_trainers_episode_seeds(alfworld_runs):
+    """compare's ``episode_seeds`` is the trainer's formula (it draws them without torch): the
+    records training wrote are the seeds it expects."""
+    from rspo_gym.compare.files import episode_seeds
+
+    record = read_evaluations(alfworld_runs / "a-0")[-1]
+    assert record["episode_seed"] == episode_seeds(record["eval_seed"], len(record["task_id"]))
+
+
 def test_episode_seeds_that_are_not_the_evaluation_seeds_are_refused(pair):
     """A record whose episode seeds differ was paired with the others as the same episodes."""
     path = _final_record(pair / "r-1")

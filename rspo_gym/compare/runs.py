@@ -214,7 +214,7 @@ class EvaluationPlan:
     task_ids: tuple[int, ...]
     temperature: float
     eval_seed: int
-    episode_seeds: tuple[int, ...] = ()
+    episode_seeds: tuple[int, ...]
 
     def matches(self, record: dict[str, Any]) -> bool:
         """Whether ``record`` (checked by ``files.check_record``) played these episodes: the same
