@@ -256,13 +256,22 @@ def metrics_gone(rng, root):
 
 
 def wrong_config_field(rng, root):
+    """A config field set to a value its validation refuses (a valid value is another setting,
+    whose comparison is rightly another: seed 1 once drew ``history_length = None``, valid)."""
+    from rspo_gym.training.config import load_config
+
     path = _pick(rng, root, ("config.json",))
-    data = json.loads(path.read_text())
+    original = path.read_text()
+    data = json.loads(original)
     field = rng.choice(sorted(data))
-    value = rng.choice([v for v in BAD_SCALARS if v != "x"])  # a string may be a valid other setting
-    data[field] = value
-    path.write_text(_dump(data))
-    return f"config: {field} = {value!r}", False
+    for value in rng.sample(BAD_SCALARS, len(BAD_SCALARS)):
+        path.write_text(_dump({**data, field: value}))
+        try:
+            load_config(path)
+        except (ValueError, RecursionError):
+            return f"config: {field} = {value!r}", False
+    path.write_text(original)  # every value is valid for this field (an ignored one, or free text)
+    raise NoTarget
 
 
 # meaning nothing: the unmutated result is the only right one
