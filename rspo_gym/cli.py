@@ -351,23 +351,31 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    if args.tasks is not None and args.tasks < 1:
-        raise UserError(f"--tasks must be at least 1, got {args.tasks}")
-    if args.replicates < 100:
-        raise UserError(f"--replicates must be at least 100 (an interval from fewer resamples is noise), got {args.replicates}")
+    """``rspo-gym compare``; options out of bounds are refused before any run is read, and a full
+    disk is said in compare's own words (its ``--out`` is left as it was; no run is touched)."""
     if not args.runs and not args.group:
         raise UserError("name the run folders to compare (paths or globs), or groups of them with --group NAME=GLOB")
-    from rspo_gym.compare import compare_runs
+    from rspo_gym.atomic import DISK_FULL
+    from rspo_gym.compare import check_options, compare_runs
 
+    check_options(tasks=args.tasks, replicates=args.replicates, out=args.out)
     groups: dict[str, list[str]] = {}
     for spec in args.group:
         name, sep, pattern = spec.partition("=")
         if not sep or not name.strip() or not pattern.strip():
             raise UserError(f"--group expects NAME=GLOB, got {spec!r}")
         groups.setdefault(name.strip(), []).append(pattern.strip())
-    summary = compare_runs(args.runs, groups=groups or None, baseline=args.baseline, out=args.out, evaluate=args.evaluate,
-                           tasks=args.tasks, one_seed=args.one_seed, replicates=args.replicates, x=args.x,
-                           say=lambda line: print(line, file=sys.stderr))
+    try:
+        summary = compare_runs(args.runs, groups=groups or None, baseline=args.baseline, out=args.out, evaluate=args.evaluate,
+                               tasks=args.tasks, one_seed=args.one_seed, replicates=args.replicates, x=args.x,
+                               say=lambda line: print(line, file=sys.stderr))
+    except OSError as err:
+        if err.errno not in DISK_FULL:
+            raise
+        where = f" writing {err.filename}" if err.filename else ""
+        raise UserError(f"no room{where} ({err.strerror or err}): the comparison's files are moved into {args.out} only once "
+                        f"all are written, so it is left as it was and no run folder was changed; free space (or raise "
+                        f"ulimit -f) and compare again") from None
     for g in summary["groups"]:
         final = g["final"]["success"]
         print(f"{g['name']}: {len(g['seeds'])} seed{'' if len(g['seeds']) == 1 else 's'}, final held-out success {final['mean']:.3f} "
@@ -542,7 +550,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="measure on the held-out split's first TASKS tasks (default: the first run's last evaluation's tasks)")
     compare.add_argument("--one-seed", action="store_true",
                          help="accept groups of one seed: their intervals then cover the held-out tasks only, not training noise")
-    compare.add_argument("--replicates", type=int, default=2000, help="bootstrap resamples per interval")
+    compare.add_argument("--replicates", type=int, default=2000, help="bootstrap resamples per interval (100 to 100,000)")
     compare.add_argument("--x", choices=("iterations", "total_env_steps"), default="iterations",
                          help="pair runs at equal learner iterations (default) or at equal total env steps: equal compute, an "
                               "RSPO explorer's steps included (read from the runs' held-out records)")

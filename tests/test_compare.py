@@ -4,7 +4,12 @@ fast policy (``model="drrn"``) trained here in a second or two each."""
 from __future__ import annotations
 
 import json
+import os
+import resource
 import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -198,3 +203,284 @@ def test_area_under_curve_is_the_mean_along_training():
     assert area_under_curve([1, 2, 4], np.array([[0.0], [1.0], [1.0]])).tolist() == pytest.approx([(0.5 + 2.0) / 3])
     with pytest.raises(ValueError):
         area_under_curve([3], np.array([[1.0]]))
+
+
+# --- Hostile inputs (issue 54): every case is exit 2 with one line, or the right result ----------------------------------
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), "HF_HUB_OFFLINE": "1",
+       "OMP_NUM_THREADS": "1"}
+
+
+def _memory_cap() -> None:
+    """3 GiB of address space: a compare that reads or builds without bound fails in it at once
+    instead of taking the machine's memory."""
+    resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
+
+
+def compare_cli(*argv: str, timeout: float = 120, preexec=_memory_cap, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``python -m rspo_gym compare`` as a user runs it (records only: no policy is evaluated); a
+    hang fails the test instead of the suite."""
+    return subprocess.run([sys.executable, "-m", "rspo_gym", "compare", *argv], cwd=REPO, env={**ENV, **(env or {})},
+                          capture_output=True, text=True, timeout=timeout, preexec_fn=preexec)
+
+
+def refused(done: subprocess.CompletedProcess, *expected: str) -> str:
+    """Exit 2 and one line on stderr holding every ``expected``; that line."""
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert all(e in lines[0] for e in expected), lines[0]
+    return lines[0]
+
+
+@pytest.fixture
+def pair(alfworld_runs, tmp_path) -> Path:
+    """Copies of the two ALFWorld runs, ``<tmp>/r-0`` and ``<tmp>/r-1``, to damage."""
+    for seed in (0, 1):
+        shutil.copytree(alfworld_runs / f"a-{seed}", tmp_path / f"r-{seed}")
+    return tmp_path
+
+
+def test_tasks_out_of_bounds_is_refused_before_a_list_is_made(pair):
+    """``--tasks 1000000000`` built a billion-entry tuple (an OOM kill) before the cap was seen;
+    under a 3 GB address space the refusal must come at once."""
+    for tasks in ("1000000000", "10001", "0"):
+        done = compare_cli(f"{pair}/r-*", "--tasks", tasks, "--out", str(pair / "report"))
+        refused(done, "--tasks must be from 1 to 10,000", tasks)
+    refused(compare_cli(f"{pair}/r-*", "--replicates", "1000000000", "--out", str(pair / "report")), "--replicates")
+    assert not (pair / "report").exists()
+
+
+def _make_fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+def _link_to_zero(path: Path) -> None:
+    path.unlink()
+    path.symlink_to("/dev/zero")
+
+
+def _sparse(path: Path) -> None:
+    with open(path, "r+b") as f:
+        f.truncate(17 * 2**20)
+
+
+@pytest.mark.parametrize("name", ["evaluations/000002.json", "metrics.jsonl"])
+@pytest.mark.parametrize("damage, expected", [(_make_fifo, "is a FIFO"), (_link_to_zero, "is a character device"),
+                                              (_sparse, "over ")])
+def test_a_record_that_is_no_regular_file_or_too_big_is_one_line(pair, name, damage, expected):
+    """A FIFO record hung compare, and a link to /dev/zero read until a MemoryError."""
+    damage(pair / "r-0" / name)
+    done = compare_cli(f"{pair}/r-*", "--out", str(pair / "report"), timeout=60)
+    refused(done, str(pair / "r-0"), expected)
+    assert not (pair / "report").exists()
+
+
+def _final_record(run: Path) -> Path:
+    return run / EVALUATIONS / "000002.json"
+
+
+def _edit(path: Path, change) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize("case, text, field", [
+    ("NaN score", lambda r: r.update(score=[float("nan")] * 4), "score[0] is NaN"),
+    ("inf score", lambda r: r.update(score=[1.0, float("inf"), 0.0, 0.0]), "score[1] is Infinity"),
+    ("1e400 temperature", lambda r: r.update(temperature=float("inf")), "temperature is Infinity"),
+    ("null score", lambda r: r.update(score=[None, 0.0, 0.0, 0.0]), "score[0]"),
+    ("success 5", lambda r: r.update(success=[5, 0, 0, 0]), "success[0]"),
+    ("string success", lambda r: r.update(success=["1", 0, 0, 0]), "success[0]"),
+    ("nested score", lambda r: r.update(score=[[1.0], 0.0, 0.0, 0.0]), "score[0]"),
+    ("score above 1", lambda r: r.update(score=[1.5, 0.0, 0.0, 0.0]), "score[0]"),
+    ("no temperature", lambda r: r.pop("temperature"), "temperature"),
+    ("string temperature", lambda r: r.update(temperature="0"), "temperature"),
+    ("no env_steps", lambda r: r.pop("env_steps"), "env_steps"),
+    ("string env_steps", lambda r: r.update(env_steps="12"), "env_steps"),
+    ("short column", lambda r: r.update(steps=r["steps"][:3]), "steps"),
+    ("other iteration", lambda r: r.update(iteration=1), "iteration"),
+    ("no split", lambda r: r.pop("split"), "split"),
+    ("null split", lambda r: r.update(split=None), "split"),
+])
+def test_bad_values_in_a_record_are_one_line_naming_the_field(pair, case, text, field):
+    """NaN or inf scores printed +nan and wrote bare NaN into summary.json; success 5 was a
+    success rate of 2.75; strings and lists were tracebacks; a record without temperature or
+    env_steps was a KeyError."""
+    path = _final_record(pair / "r-0")
+    _edit(path, text)  # json.dumps writes NaN and inf bare, as a careless writer would
+    if case == "1e400 temperature":
+        path.write_text(path.read_text().replace("Infinity", "1e400"))
+    done = compare_cli(f"{pair}/r-*", "--out", str(pair / "report"))
+    refused(done, str(path), field)
+    assert not (pair / "report").exists()
+
+
+@pytest.mark.parametrize("case, content, expected", [
+    ("Infinity", '{"iteration": Infinity}\n', "line 3 has no iteration count"),
+    ("1e400", '{"iteration": 1e400}\n', "line 3 has no iteration count"),
+    ("string", '{"iteration": "2"}\n', "line 3 has no iteration count"),
+    ("deep", "[" * 100_000 + "\n", "line 3 is nested too deep"),
+    ("not JSON", '{"iteration": 3\n', "line 3 is not JSON"),
+    ("huge int", '{"iteration": ' + "9" * 5000 + "}\n", "line 3 is not JSON"),
+])
+def test_a_damaged_metrics_row_is_one_line(pair, case, content, expected):
+    """``{"iteration": Infinity}`` or ``1e400`` in metrics.jsonl was an OverflowError traceback."""
+    with open(pair / "r-1" / "metrics.jsonl", "a") as f:
+        f.write(content)
+    refused(compare_cli(f"{pair}/r-*", "--out", str(pair / "report")), str(pair / "r-1" / "metrics.jsonl"), expected)
+
+
+def test_records_past_the_last_metrics_row_are_one_line(pair):
+    """metrics.jsonl cut to its first row while the records reach iteration 2: the run stopped
+    between an evaluation and its row (or was edited); its policy/ is not the record's."""
+    metrics = pair / "r-1" / "metrics.jsonl"
+    metrics.write_text(metrics.read_text().splitlines(keepends=True)[0])
+    refused(compare_cli(f"{pair}/r-*", "--out", str(pair / "report")), str(pair / "r-1"), "metrics.jsonl ends at iteration 1")
+
+
+def test_a_record_nested_deep_is_one_line(pair):
+    _final_record(pair / "r-1").write_text("[" * 100_000)
+    refused(compare_cli(f"{pair}/r-*", "--out", str(pair / "report")), str(_final_record(pair / "r-1")), "nested too deep")
+
+
+def test_a_config_nested_deep_is_one_line(pair):
+    (pair / "r-1" / "config.json").write_text('{"a": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    refused(compare_cli(f"{pair}/r-*", "--out", str(pair / "report")), str(pair / "r-1" / "config.json"), "nested too deep")
+
+
+def test_compare_draws_the_trainers_episode_seeds(alfworld_runs):
+    """compare's ``episode_seeds`` is the trainer's formula (it draws them without torch): the
+    records training wrote are the seeds it expects."""
+    from rspo_gym.compare.files import episode_seeds
+
+    record = read_evaluations(alfworld_runs / "a-0")[-1]
+    assert record["episode_seed"] == episode_seeds(record["eval_seed"], len(record["task_id"]))
+
+
+def test_episode_seeds_that_are_not_the_evaluation_seeds_are_refused(pair):
+    """A record whose episode seeds differ was paired with the others as the same episodes."""
+    path = _final_record(pair / "r-1")
+    _edit(path, lambda r: r.update(episode_seed=[s + 1 for s in r["episode_seed"]]))
+    refused(compare_cli(f"{pair}/r-*", "--out", str(pair / "report")), str(path), "episode_seed")
+
+
+def test_records_without_episode_seeds_are_not_paired_but_evaluated(pair):
+    """A record with no episode seeds (a caller's own env chose them) cannot be the same episodes:
+    that run is evaluated on the plan's, and the comparison is the one its own records give."""
+    settings = dict(out=None, progress=False, say=lambda line: None, replicates=200, one_seed=True)
+    reference = compare_runs(groups={"a": str(pair / "r-0"), "b": str(pair / "r-1")}, **settings)
+    for it in (1, 2):
+        _edit(pair / "r-1" / EVALUATIONS / f"{it:06d}.json", lambda r: r.update(episode_seed=[None] * len(r["task_id"])))
+    summary = compare_runs(groups={"a": str(pair / "r-0"), "b": str(pair / "r-1")}, **settings)
+    assert reference["evaluated_runs"] == [] and summary["evaluated_runs"] == [str(pair / "r-1")]
+    final = [{k: d[k] for k in ("difference", "ci_low", "ci_high")} for d in reference["differences"] if d["measure"] == "final"]
+    assert [{k: d[k] for k in ("difference", "ci_low", "ci_high")} for d in summary["differences"]] == final
+
+
+def test_a_run_still_being_written_is_refused(pair):
+    """With its writer's lock held, a run's policy/ and last record are not its final policy's."""
+    import fcntl
+
+    fd = os.open(pair / "r-1" / "rspo-gym.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        done = compare_cli(f"{pair}/r-*", "--out", str(pair / "report"))
+    finally:
+        os.close(fd)
+    refused(done, str(pair / "r-1"), "being written by another rspo-gym process", f"pid {os.getpid()}", "wait")
+    # the lock released (the run ended, or was killed): compared as usual, and the lock file left alone
+    assert compare_cli(f"{pair}/r-*", "--out", str(pair / "report"), "--replicates", "200").returncode == 0
+    assert (pair / "r-1" / "rspo-gym.lock").read_text() == f"{os.getpid()}\n"
+
+
+def test_an_out_that_is_a_file_is_one_line(pair):
+    (pair / "report").write_text("mine")
+    refused(compare_cli(f"{pair}/r-*", "--out", str(pair / "report")), "--out", "is a file")
+    refused(compare_cli(f"{pair}/r-*", "--out", str(pair / "report" / "sub")), "--out", "a file")
+    assert (pair / "report").read_text() == "mine"
+
+
+def test_an_out_in_a_read_only_folder_is_one_line(pair, capsys, monkeypatch):
+    """A folder this process cannot write: the test runs as root, which writes anywhere (and the
+    venv's python is not another user's to run), so the kernel's refusal is made by ``os.mkdir``."""
+    locked = pair / "locked"
+    locked.mkdir()
+    real_mkdir = os.mkdir
+
+    def refusing_mkdir(path, *args, **kwargs):
+        if Path(path).parent == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", refusing_mkdir)
+    code, out, err = run_cli(capsys, f"{pair}/r-*", "--out", str(locked / "report"), "--replicates", "200")
+    assert code == 2 and err.count("\n") == 1 and "cannot write the comparison into" in err and "Permission denied" in err
+    assert list(locked.iterdir()) == []
+
+
+def test_a_full_disk_is_said_in_compares_words_and_leaves_no_out(pair):
+    def limit() -> None:
+        _memory_cap()
+        resource.setrlimit(resource.RLIMIT_FSIZE, (3000, 3000))
+
+    line = refused(compare_cli(f"{pair}/r-*", "--out", str(pair / "report"), preexec=limit), "no room", "compare again")
+    assert "--resume" not in line and "run's record" not in line
+    assert not (pair / "report").exists() and not list(pair.glob(".report.*"))
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_a_compare_killed_while_writing_leaves_out_as_it_was(pair, monkeypatch, existing):
+    """Killed after summary.json was written and before the report: --out is the earlier
+    comparison's (or none), never a new summary.json beside an old or missing report."""
+    from rspo_gym.compare import report
+
+    out = pair / "report"
+    if existing:  # an earlier comparison's files (marked, as this one's numbers may equal them)
+        assert compare_runs([f"{pair}/r-*"], out=out, progress=False, replicates=200, say=lambda line: None)
+        for path in out.iterdir():
+            path.write_bytes(path.read_bytes() + b"earlier")
+    before = {p.name: p.read_bytes() for p in out.iterdir()} if existing else None
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report, "report_markdown", killed)
+    with pytest.raises(KeyboardInterrupt):
+        compare_runs([f"{pair}/r-*"], out=out, progress=False, replicates=300, say=lambda line: None)
+    if existing:
+        assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    else:
+        assert not out.exists()
+    assert [p.name for p in pair.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_kill_9_while_compare_writes_leaves_no_out(pair):
+    """``kill -9`` as soon as compare starts writing (its staging folder, or the first file in
+    --out, appears): no --out, only the hidden staging folder a kill cannot clean."""
+    import signal
+    import time
+
+    out = pair / "report"
+    argv = [sys.executable, "-m", "rspo_gym", "compare", f"{pair}/r-*", "--out", str(out), "--replicates", "200"]
+    proc = subprocess.Popen(argv, cwd=REPO, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_memory_cap)
+    deadline = time.monotonic() + 120
+    while not (list(pair.glob(".report.*.tmp")) or (out / "summary.json").exists()) and proc.poll() is None:
+        assert time.monotonic() < deadline, "compare wrote nothing in 120 s"
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not out.exists(), sorted(p.name for p in out.iterdir())
+
+
+def test_summary_json_is_strict_json(pair):
+    done = compare_cli(f"{pair}/r-*", "--out", str(pair / "report"), "--replicates", "200")
+    assert done.returncode == 0, done.stderr
+
+    def no_constants(name):
+        raise AssertionError(f"summary.json holds {name}")
+
+    json.loads((pair / "report" / "summary.json").read_text(), parse_constant=no_constants)

@@ -27,8 +27,10 @@ def runs(tmp_path_factory) -> Path:
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("total")
     for seed in (0, 1):
-        GRPOTrainer("rspo/ALFWorld-v0", seed=seed, output_dir=str(root / f"grpo-{seed}"), **SETTINGS).learn()
-        RSPOTrainer("rspo/ALFWorld-v0", seed=seed, output_dir=str(root / f"rspo-{seed}"), explorer_group_size=2, **SETTINGS).learn()
+        for trainer in (GRPOTrainer("rspo/ALFWorld-v0", seed=seed, output_dir=str(root / f"grpo-{seed}"), **SETTINGS),
+                        RSPOTrainer("rspo/ALFWorld-v0", seed=seed, output_dir=str(root / f"rspo-{seed}"), explorer_group_size=2, **SETTINGS)):
+            trainer.learn()
+            trainer.close()  # releases the run folder's lock: compare refuses a run still being written
     return root
 
 

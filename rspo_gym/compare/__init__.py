@@ -22,10 +22,30 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from rspo_gym.compare.runs import Group, check_groups, final_records, group_runs, load_runs, named_groups, plan_evaluation
+from rspo_gym.compare.runs import Group, check_groups, check_tasks, final_records, group_runs, load_runs, named_groups, plan_evaluation
 from rspo_gym.errors import UserError
 
-__all__ = ["compare_runs", "prepare"]
+__all__ = ["compare_runs", "prepare", "check_options", "MIN_REPLICATES", "MAX_REPLICATES", "MAX_RESAMPLED"]
+
+#: Fewer bootstrap resamples than this make an interval of noise.
+MIN_REPLICATES = 100
+#: More add nothing to a 95 % interval's second decimal, and each is a row of task indices in memory.
+MAX_REPLICATES = 100_000
+#: Resampled task indices held at once (replicates x tasks, 8 bytes each): 800 MB.
+MAX_RESAMPLED = 10**8
+
+
+def check_options(*, tasks: int | None, replicates: int, out: str | Path | None) -> None:
+    """Refuse, in one line and before any run is read, options that cannot work: ``tasks`` out of
+    bounds, ``replicates`` too few or too many, an ``out`` that is a file or under one."""
+    check_tasks(tasks)
+    if not isinstance(replicates, int) or isinstance(replicates, bool) or not MIN_REPLICATES <= replicates <= MAX_REPLICATES:
+        raise UserError(f"--replicates must be from {MIN_REPLICATES} (fewer make an interval of noise) to {MAX_REPLICATES:,}, "
+                        f"got {replicates!r}")
+    if out is not None:
+        from rspo_gym.compare.report import check_out
+
+        check_out(out)
 
 
 def prepare(runs: Sequence[str | Path] = (), *, groups: Mapping[str, str | Sequence[str]] | None = None, baseline: str | None = None,
@@ -62,17 +82,23 @@ def compare_runs(runs: Sequence[str | Path] = (), *, groups: Mapping[str, str | 
     evaluation's tasks); ``one_seed``: accept groups of one seed (intervals over tasks only);
     ``replicates``: bootstrap resamples; ``progress``: a bar per evaluation; ``x``: pair the runs at
     equal ``iterations`` or at equal ``total_env_steps`` (equal compute, an RSPO explorer's steps
-    included; read from the runs' records).
+    included; read from the runs' records). ``out`` is replaced whole or left as it was
+    (``report.write_report``); a run being written, a record that is not one rspo-gym wrote, or
+    options out of bounds are a ``UserError`` in one line.
     """
     from rspo_gym.compare.summary import AXES, summarize
 
     if x not in AXES:
         raise UserError(f"x must be one of {', '.join(AXES)}, got {x!r}")
 
+    check_options(tasks=tasks, replicates=replicates, out=out)
     found, baseline = prepare(runs, groups=groups, baseline=baseline, one_seed=one_seed)
     # the baseline first: its first run's episodes are the plan's
     found = sorted(found, key=lambda g: g.name != baseline)
     plan = plan_evaluation(found, tasks=tasks)
+    if replicates * len(plan.task_ids) > MAX_RESAMPLED:
+        raise UserError(f"--replicates {replicates:,} over {len(plan.task_ids):,} tasks would resample {replicates * len(plan.task_ids):,} "
+                        f"task indices at once (at most {MAX_RESAMPLED:,}): ask for fewer replicates")
     finals, evaluated = final_records(found, plan, evaluate=evaluate, say=say, progress=progress)
     summary = summarize(found, baseline, plan, finals, evaluated=evaluated, replicates=replicates, x=x)
     if out is not None:

@@ -1,14 +1,31 @@
-"""The files of a comparison: ``summary.json``, ``report.md``, ``forest.png`` and ``curves_<metric>.png``."""
+"""The files of a comparison: ``summary.json``, ``report.md``, ``forest.png`` and ``curves_<metric>.png``.
+
+They are written into a staging folder first and moved into ``--out`` at the end, so a compare
+that is killed or fails (a full disk, a read-only folder) leaves ``--out`` as it was: a new
+folder appears whole (one rename) and an existing one has each file replaced whole, never a
+truncated ``summary.json`` or a report of one comparison beside the numbers of another.
+``summary.json`` is strict JSON: a value that is not a finite number is a bug, never ``NaN``.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import secrets
+import shutil
 from pathlib import Path
 from typing import Any
 
+from rspo_gym.atomic import DISK_FULL
+from rspo_gym.errors import UserError
 from rspo_gym.plotting import Band, curves_with_bands, forest_plot
 
-__all__ = ["write_report", "report_markdown"]
+__all__ = ["write_report", "report_markdown", "check_out"]
+
+#: The figures a comparison may write; one an earlier comparison left in ``--out`` and this one
+#: does not write is removed, so that ``report.md`` and the figures beside it are of one comparison.
+FIGURES = ("forest.png", "curves_success.png", "curves_score.png")
 
 
 def _ci(e: dict[str, Any]) -> str:
@@ -79,11 +96,53 @@ def report_markdown(summary: dict[str, Any], figures: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def check_out(out: str | Path) -> None:
+    """Refuse, in one line, an ``out`` that cannot be the comparison's folder: a file, a path
+    under a file, a dangling link, or under a folder this process cannot write; checked before
+    any run is read, so the refusal comes at once."""
+    out = Path(out).expanduser()
+    existing = out
+    while not existing.exists() and existing != existing.parent:
+        if existing.is_symlink():
+            raise UserError(f"--out {out} cannot be made: {existing} is a link to {os.readlink(existing)!r}, which does not exist")
+        existing = existing.parent
+    if not existing.is_dir():
+        what = "is a file" if existing == out else f"is under {existing}, a file"
+        raise UserError(f"--out {out} {what}, not a folder: name a folder for the comparison's files")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"--out {out}: {existing} is not writable by this user: name a folder you can write")
+
+
 def write_report(summary: dict[str, Any], out: str | Path) -> list[Path]:
-    """Write the comparison's files into ``out`` (made if missing) and return their paths."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    figures = _figures(summary, out)
-    (out / "report.md").write_text(report_markdown(summary, figures), encoding="utf-8")
+    """Write the comparison's files into ``out`` (made if missing) and return their paths:
+    staged beside it (a new ``out``) or inside it (an existing one), then moved in, ``summary.json``
+    last. A write that fails is a ``UserError`` naming ``out`` (a full disk is left to the caller,
+    an ``OSError`` of ``atomic.DISK_FULL``), and ``out`` is left as it was."""
+    out = Path(out).expanduser()
+    check_out(out)
+    text = json.dumps(summary, indent=2, allow_nan=False) + "\n"  # before anything is written
+    fresh = not out.exists()
+    home = out.absolute().parent if fresh else out
+    staging = home / f".{out.absolute().name or 'compare'}.{secrets.token_hex(4)}.tmp"
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        os.mkdir(staging)
+        (staging / "summary.json").write_text(text, encoding="utf-8")
+        figures = _figures(summary, staging)
+        (staging / "report.md").write_text(report_markdown(summary, figures), encoding="utf-8")
+        if fresh:
+            os.rename(staging, out)  # the whole folder at once
+        else:
+            for stale in set(FIGURES) - set(figures):
+                with contextlib.suppress(FileNotFoundError):
+                    (out / stale).unlink()
+            for name in [*figures, "report.md", "summary.json"]:
+                os.replace(staging / name, out / name)
+            os.rmdir(staging)
+    except BaseException as err:
+        shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(err, OSError) and err.errno not in DISK_FULL:
+            raise UserError(f"cannot write the comparison into {out} ({err.strerror or err}"
+                            f"{f': {err.filename}' if err.filename else ''}): it is left as it was") from None
+        raise
     return [out / "summary.json", out / "report.md", *(out / f for f in figures)]

@@ -20,14 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from rspo_gym.compare.files import check_not_running, episode_seeds, last_iteration, read_config, read_records
 from rspo_gym.errors import UserError
 from rspo_gym.training.envs import default_eval_split
-from rspo_gym.training.eval_records import read_evaluations
 from rspo_gym.training.runs import find_run
+from rspo_gym.training.validation import MAX_TASKS
 
 __all__ = [
     "Run", "Group", "EvaluationPlan", "SETTING_IGNORED", "load_runs", "group_runs", "named_groups", "check_groups",
-    "plan_evaluation", "needs_evaluation", "evaluate_run", "final_records",
+    "check_tasks", "plan_evaluation", "needs_evaluation", "evaluate_run", "final_records",
 ]
 
 #: Config fields that say how a run was executed, logged or measured, not what it trained: runs
@@ -84,24 +85,10 @@ class Group:
         return [r.seed for r in self.runs]
 
 
-def _last_iteration(path: Path) -> int:
-    """The highest ``iteration`` in ``metrics.jsonl`` (0 without one; unreadable lines skipped)."""
-    last = 0
-    try:
-        lines = (path / "metrics.jsonl").read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return 0
-    for line in lines:
-        try:
-            last = max(last, int(json.loads(line).get("iteration", 0)))
-        except (ValueError, TypeError, AttributeError):
-            continue
-    return last
-
-
 def load_run(path: str | Path) -> Run:
     """The run in folder ``path``; ``UserError`` when it is none (no ``policy/`` beside a
-    trainer's ``config.json``) or its ``config.json`` cannot be read."""
+    trainer's ``config.json``), when another process is still writing it, or when its
+    ``config.json``, ``metrics.jsonl`` or records are not files rspo-gym wrote (``files.py``)."""
     from rspo_gym.training.config import load_config
 
     found = find_run(path)
@@ -111,13 +98,20 @@ def load_run(path: str | Path) -> Run:
             " (a run folder holds config.json and policy/, as rspo-gym train writes them)"
         raise UserError(f"{path} is not a run folder{hint}")
     _, config_path = found
+    folder = config_path.parent
+    check_not_running(folder)
+    data = read_config(config_path)  # bounded and depth-safe before the config loader parses it again
     try:
         load_config(config_path)
     except ValueError as err:
         raise UserError(str(err).splitlines()[0]) from None
-    data = json.loads(config_path.read_text(encoding="utf-8"))
-    folder = config_path.parent
-    return Run(folder, data, read_evaluations(folder), _last_iteration(folder))
+    records, last = read_records(folder, env_id=data.get("env_id")), last_iteration(folder)
+    if records and records[-1]["iteration"] > last:
+        # the trainer logs an iteration's row right after its evaluation: a record past the last row is
+        # a run stopped between the two (its policy/ is an earlier save) or files changed by hand
+        raise UserError(f"{folder} has an evaluation record at iteration {records[-1]['iteration']} but metrics.jsonl ends at "
+                        f"iteration {last}: the run stopped mid-iteration (resume it to finish) or its files were changed")
+    return Run(folder, data, records, last)
 
 
 def _expand(pattern: str) -> list[str]:
@@ -214,16 +208,21 @@ def check_groups(groups: list[Group], *, one_seed: bool) -> None:
 @dataclass(frozen=True)
 class EvaluationPlan:
     """The episodes every run is measured on: ``task_ids`` of ``split`` in that order, at
-    ``temperature``, with the episode seeds ``eval_seed`` gives each position."""
+    ``temperature``, with the episode seeds ``eval_seed`` gives each position (``episode_seeds``)."""
 
     split: str | None
-    task_ids: tuple
+    task_ids: tuple[int, ...]
     temperature: float
     eval_seed: int
+    episode_seeds: tuple[int, ...]
 
     def matches(self, record: dict[str, Any]) -> bool:
-        return (record.get("split") == self.split and tuple(record["task_id"]) == self.task_ids
-                and float(record.get("temperature", -1)) == self.temperature and record.get("eval_seed") == self.eval_seed)
+        """Whether ``record`` (checked by ``files.check_record``) played these episodes: the same
+        tasks with the same episode seeds, at the same temperature. A record with other seeds is
+        other episodes, however alike its tasks and ``eval_seed`` read."""
+        return (record["split"] == self.split and tuple(record["task_id"]) == self.task_ids
+                and float(record["temperature"]) == self.temperature and record["eval_seed"] == self.eval_seed
+                and tuple(record["episode_seed"]) == self.episode_seeds)
 
 
 def _final(run: Run) -> dict[str, Any] | None:
@@ -233,10 +232,19 @@ def _final(run: Run) -> dict[str, Any] | None:
     return None
 
 
+def check_tasks(tasks: int | None) -> None:
+    """Refuse a ``--tasks`` outside 1 to ``MAX_TASKS`` (the most an evaluation plays) before any
+    list of that many is made: a typo of a few zeros must be one line, not the machine's memory."""
+    if tasks is not None and (not isinstance(tasks, int) or isinstance(tasks, bool) or not 1 <= tasks <= MAX_TASKS):
+        raise UserError(f"--tasks must be from 1 to {MAX_TASKS:,} (held-out tasks per evaluation), got {tasks!r}")
+
+
 def plan_evaluation(groups: list[Group], *, tasks: int | None = None) -> EvaluationPlan:
     """The common episodes: the first run's final evaluation (its task list, temperature and
     evaluation seed), or with ``tasks`` the split's first ``tasks`` tasks; a first run without
-    records gives those its config names."""
+    records gives those its config names. The episode seeds are always the ones the evaluation
+    seed gives each position, as every evaluation of the suite's envs plays them."""
+    check_tasks(tasks)
     first = groups[0].runs[0]
     record = _final(first)
     c = first.config
@@ -248,7 +256,7 @@ def plan_evaluation(groups: list[Group], *, tasks: int | None = None) -> Evaluat
         ids = tuple(c.get("eval_task_ids") or range(int(c.get("eval_tasks", 8))))
     temperature = float(record["temperature"]) if record is not None else float(c.get("eval_temperature", 0.0))
     eval_seed = int(record["eval_seed"]) if record is not None else int(c.get("eval_seed", 1000))
-    return EvaluationPlan(first.split, ids, temperature, eval_seed)
+    return EvaluationPlan(first.split, ids, temperature, eval_seed, tuple(episode_seeds(eval_seed, len(ids))))
 
 
 def needs_evaluation(run: Run, plan: EvaluationPlan) -> bool:

@@ -1,0 +1,411 @@
+"""A random attack on ``rspo-gym compare``'s inputs: every trial ends in one line with exit code 2,
+or in the result of the unmutated runs, never in a traceback, a hang or a wrong number.
+
+Four small real run folders are trained once (the fast policy on WebShop, two settings x two
+seeds, evaluated at iterations 1 and 2: scores with partial credit, so a wrong number shows). Each
+trial copies them, applies one to three mutations drawn at random (seeded) to the runs' evaluation
+records, ``metrics.jsonl`` and ``config.json`` (a field deleted or of the wrong type, NaN, inf or
+huge numbers, a per-episode entry out of range, swapped episode seeds, a truncated file, nesting
+100,000 deep, bytes that are not UTF-8, a FIFO, a link to ``/dev/zero``, a folder, a sparse file of
+17 MiB, ...; or a change that means nothing: the JSON reformatted, a stray temporary file, blank
+lines), runs ``python -m rspo_gym compare`` on them in a subprocess (3 GiB of address space, 60 s)
+and classifies it:
+
+- ``refused``: exit 2, exactly one line on stderr (``rspo-gym: error: ...``), no traceback;
+- ``equal``: exit 0 and a ``summary.json`` equal to the unmutated runs' (run paths aside);
+- anything else is a failure: a traceback, another exit code, a hang, a result that differs, or a
+  refusal of a mutation that means nothing (those must give the unmutated result).
+
+No policy is evaluated: no mutation makes a run need one (each either damages a record, which is
+refused, or changes nothing), so a trial costs one compare from records (~1-2 s).
+
+    python benchmarks/compare_fuzz.py --trials 200 --out docs/reliability_compare_fuzz.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), "HF_HUB_OFFLINE": "1",
+       "OMP_NUM_THREADS": "1"}
+RUNS = ("good-0", "good-1", "bad-0", "bad-1")
+RECORDS = ("evaluations/000001.json", "evaluations/000002.json")
+NAN, INF, BIG = "__NaN__", "__Infinity__", "__1e400__"  # written as the bare JSON-ish literals
+LITERALS = {f'"{NAN}"': "NaN", f'"{INF}"': "Infinity", f'"{BIG}"': "1e400"}
+TOUCHED: set[Path] = set()  # the files changed in the current trial
+
+
+def build(base: Path) -> None:
+    """The four run folders: WebShop, the fast policy, learning rate 1e-2 (good) and 1e-9 (bad).
+    Two iterations leave the policy buying nothing, so each record's outcomes are then redrawn
+    (seeded, valid: success 0 or 1, a score in [0, 1] that is 1 where the episode succeeded), with
+    the good setting ahead: the comparison then has numbers of every kind for a mutation to spoil."""
+    import torch
+
+    from rspo_gym import GRPOTrainer
+
+    torch.set_num_threads(1)
+    for name in RUNS:
+        if (base / name / "policy").is_dir():
+            continue
+        setting, seed = name.split("-")
+        trainer = GRPOTrainer("rspo/WebShop-v0", model="drrn", seed=int(seed), progress=False, output_dir=str(base / name),
+                              iterations=2, group_size=2, num_groups=2, eval_tasks=8, eval_every=1, max_turns=15,
+                              checkpoint_every=0, learning_rate=1e-2 if setting == "good" else 1e-9)
+        trainer.learn()
+        trainer.close()
+        rng = random.Random(name)
+        for record in sorted((base / name / "evaluations").glob("*.json")):
+            data = json.loads(record.read_text())
+            lead = 0.25 if setting == "good" else 0.0
+            data["success"] = [int(rng.random() < 0.2 + lead) for _ in data["task_id"]]
+            data["score"] = [1.0 if won else round(rng.random() * (0.6 + lead), 6) for won in data["success"]]
+            record.write_text(json.dumps(data, separators=(",", ":")) + "\n")
+
+
+def _memory_cap() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
+
+
+def compare(root: Path, out: Path) -> subprocess.CompletedProcess | None:
+    """``rspo-gym compare`` of the two settings under ``root``; None when it hung."""
+    argv = [sys.executable, "-m", "rspo_gym", "compare", "--group", f"good={root}/good-*", "--group", f"bad={root}/bad-*",
+            "--baseline", "bad", "--replicates", "100", "--out", str(out)]
+    try:
+        return subprocess.run(argv, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=60, preexec_fn=_memory_cap)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def normalized(summary_path: Path, root: Path) -> Any:
+    """``summary.json`` with the trial's folder replaced, so trials compare with the reference."""
+    return json.loads(summary_path.read_text(encoding="utf-8").replace(str(root), "<root>"))
+
+
+# --- mutations: each takes (rng, root) and returns (its name, whether it means nothing) -----------------------------------
+
+def _dump(data: Any, rng: random.Random | None = None) -> str:
+    text = json.dumps(data) if rng is None else json.dumps(data, indent=rng.choice([None, 1, 4]), sort_keys=rng.random() < 0.5)
+    for placeholder, literal in LITERALS.items():
+        text = text.replace(placeholder, literal)
+    return text
+
+
+class NoTarget(Exception):
+    """Every file a mutation could change has been changed in this trial already."""
+
+
+def _pick(rng: random.Random, root: Path, files: tuple[str, ...] = RECORDS) -> Path:
+    """A file of a random run not yet changed in this trial (each is changed at most once, so a
+    mutation never reads what another left: a FIFO would block it)."""
+    candidates = [root / run / name for run in RUNS for name in files if root / run / name not in TOUCHED]
+    if not candidates:
+        raise NoTarget
+    path = rng.choice(candidates)
+    TOUCHED.add(path)
+    return path
+
+
+BAD_SCALARS = ["x", None, [], {}, True, [[1]], -1, 2**70, NAN, INF, BIG]
+BAD_ENTRIES = {
+    "success": [5, -1, 0.5, "1", None, [1], True, NAN, INF, 2],
+    "score": [NAN, INF, BIG, -0.1, 1.5, None, "0", [0], True],
+    "steps": [-1, 1.5, "3", None, 2**70, True],
+    "task_id": [-1, "0", None, 1.5, 2**40, True],
+    "episode_seed": [-1, "x", 1.5, True, None, "+1"],
+}
+
+
+def delete_field(rng, root):
+    path = _pick(rng, root)
+    data = json.loads(path.read_text())
+    field = rng.choice(sorted(data))
+    del data[field]
+    path.write_text(_dump(data))
+    return f"record: {field} deleted", False
+
+
+def wrong_field(rng, root):
+    path = _pick(rng, root)
+    data = json.loads(path.read_text())
+    field = rng.choice(sorted(data))
+    value = rng.choice([v for v in BAD_SCALARS if not (field == "split" and v == "x")])  # another split's name is another plan
+    data[field] = value
+    path.write_text(_dump(data))
+    return f"record: {field} = {value!r}", False
+
+
+def wrong_entry(rng, root):
+    path = _pick(rng, root)
+    data = json.loads(path.read_text())
+    column = rng.choice(sorted(BAD_ENTRIES))
+    position = rng.randrange(len(data[column]))
+    value = rng.choice(BAD_ENTRIES[column])
+    data[column][position] = data[column][position] + 1 if value == "+1" else value
+    path.write_text(_dump(data))
+    return f"record: {column}[k] = {value!r}", False
+
+
+def swap_seeds(rng, root):
+    path = _pick(rng, root)
+    data = json.loads(path.read_text())
+    seeds = data["episode_seed"]
+    i, j = rng.sample(range(len(seeds)), 2)
+    seeds[i], seeds[j] = seeds[j], seeds[i]
+    path.write_text(_dump(data))
+    return "record: two episode seeds swapped", False
+
+
+def _truncate(path: Path, rng: random.Random) -> bool:
+    """Cut ``path`` at a random byte; whether what is left still reads as the same JSON lines."""
+    data = path.read_bytes()
+    cut = data[:rng.randrange(len(data))]
+    path.write_bytes(cut)
+    try:
+        before = [json.loads(line) for line in data.decode().splitlines() if line.strip()]
+        return [json.loads(line) for line in cut.decode().splitlines() if line.strip()] == before
+    except ValueError:
+        return False
+
+
+def truncate_record(rng, root):
+    return "record truncated", _truncate(_pick(rng, root), rng)
+
+
+def truncate_metrics(rng, root):
+    return "metrics.jsonl truncated", _truncate(_pick(rng, root, ("metrics.jsonl",)), rng)
+
+
+def truncate_config(rng, root):
+    return "config.json truncated", _truncate(_pick(rng, root, ("config.json",)), rng)
+
+
+def deep(rng, root):
+    path = _pick(rng, root, (*RECORDS, "config.json"))
+    depth = rng.choice([1_000, 10_000, 100_000, 200_000])
+    path.write_text(rng.choice(["[" * depth, "[" * depth + "]" * depth, '{"a": ' * depth]))
+    return f"{path.name} nested {depth} deep", False
+
+
+def deep_metrics_row(rng, root):
+    path = _pick(rng, root, ("metrics.jsonl",))
+    with open(path, "a") as f:
+        f.write("[" * rng.choice([1_000, 100_000]) + "\n")
+    return "metrics.jsonl: a row nested deep", False
+
+
+def not_utf8(rng, root):
+    path = _pick(rng, root, (*RECORDS, "metrics.jsonl", "config.json"))
+    data = path.read_bytes()
+    at = rng.randrange(len(data))
+    path.write_bytes(data[:at] + bytes([rng.randrange(0x80, 0x100)]) + b"\xff" + data[at:])
+    return f"{path.name}: bytes that are not UTF-8", False
+
+
+def special_file(rng, root):
+    path = _pick(rng, root, (*RECORDS, "metrics.jsonl", "config.json"))
+    kind = rng.choice(["fifo", "zero", "null", "dangling", "folder", "sparse", "empty"])
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "null":
+        path.symlink_to("/dev/null")
+    elif kind == "dangling":
+        path.symlink_to(path.parent / "nowhere")
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "sparse":
+        with open(path, "wb") as f:
+            f.truncate(17 * 2**20)
+    else:
+        path.write_bytes(b"")
+    return f"{path.name}: {kind}", False
+
+
+BAD_ROWS = ['{"iteration": Infinity}', '{"iteration": 1e400}', '{"iteration": "2"}', '{"iteration": -1}', "{}", "[]", '"x"',
+            '{"iteration": 1', "\xff", '{"iteration": 9' + "9" * 5000 + "}", '{"iteration": true}', '{"iteration": 2.0}',
+            '{"iteration": NaN}', '{"iteration": null}']
+
+
+def bad_metrics_row(rng, root):
+    path = _pick(rng, root, ("metrics.jsonl",))
+    lines = path.read_text().splitlines()
+    row = rng.choice(BAD_ROWS)
+    lines.insert(rng.randrange(len(lines) + 1), row)
+    path.write_text("\n".join(lines) + "\n", errors="surrogateescape")
+    return f"metrics.jsonl: row {row[:30]!r}", False
+
+
+def metrics_gone(rng, root):
+    (_pick(rng, root, ("metrics.jsonl",))).unlink()
+    return "metrics.jsonl deleted", False
+
+
+def wrong_config_field(rng, root):
+    """A config field set to a value its validation refuses (a valid value is another setting,
+    whose comparison is rightly another: seed 1 once drew ``history_length = None``, valid)."""
+    from rspo_gym.training.config import load_config
+
+    path = _pick(rng, root, ("config.json",))
+    original = path.read_text()
+    data = json.loads(original)
+    field = rng.choice(sorted(data))
+    for value in rng.sample(BAD_SCALARS, len(BAD_SCALARS)):
+        path.write_text(_dump({**data, field: value}))
+        try:
+            load_config(path)
+        except (ValueError, RecursionError):
+            return f"config: {field} = {value!r}", False
+    path.write_text(original)  # every value is valid for this field (an ignored one, or free text)
+    raise NoTarget
+
+
+# meaning nothing: the unmutated result is the only right one
+
+def reformat(rng, root):
+    path = _pick(rng, root, (*RECORDS, "config.json"))
+    path.write_text(_dump(json.loads(path.read_text()), rng) + rng.choice(["", "\n", "  \n\n"]))
+    return f"{path.name} reformatted", True
+
+
+def extra_field(rng, root):
+    path = _pick(rng, root)
+    data = json.loads(path.read_text())
+    data[rng.choice(["note", "host", "zz"])] = rng.choice(["x", [1, 2], {"a": None}, 3.5])
+    path.write_text(_dump(data))
+    return "record: an unknown field added", True
+
+
+def float_success(rng, root):
+    path = _pick(rng, root)
+    data = json.loads(path.read_text())
+    data["success"] = [float(v) for v in data["success"]]
+    path.write_text(_dump(data))
+    return "record: success as 0.0/1.0", True
+
+
+def stray_files(rng, root):
+    folder = _pick(rng, root, ("evaluations",))
+    name = rng.choice([".000002.json.5f3a9c1e.tmp", "notes.txt", "00002.json", "000002.json.bak", ".hidden"])
+    (folder / name).write_bytes(rng.choice([b"", b"\xff\xfe", b"[" * 50_000, b'{"format": 1, "iter']))
+    return f"evaluations: stray {name}", True
+
+
+def linked_copy(rng, root):
+    path = _pick(rng, root, (*RECORDS, "metrics.jsonl", "config.json"))
+    copy = root / f"elsewhere-{rng.randrange(10**9)}"
+    shutil.copy(path, copy)
+    path.unlink()
+    path.symlink_to(copy)
+    return f"{path.name}: a link to a copy", True
+
+
+def metrics_noise(rng, root):
+    path = _pick(rng, root, ("metrics.jsonl",))
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rng.shuffle(rows)
+    for row in rows:
+        row[rng.choice(["loss", "note", "eval/success"])] = rng.choice([float("nan"), "x", None])
+    path.write_text("\n\n".join(json.dumps(r) for r in rows) + "\n\n")
+    return "metrics.jsonl: rows reordered, blank lines, NaN in other values", True
+
+
+MUTATIONS: list[Callable[[random.Random, Path], tuple[str, bool]]] = [
+    delete_field, wrong_field, wrong_entry, wrong_entry, swap_seeds, truncate_record, truncate_metrics, truncate_config, deep,
+    deep_metrics_row, not_utf8, special_file, special_file, bad_metrics_row, metrics_gone, wrong_config_field,
+    reformat, extra_field, float_success, stray_files, linked_copy, metrics_noise,
+]
+
+
+def classify(done: subprocess.CompletedProcess | None, out: Path, root: Path, reference: Any, neutral: bool) -> str:
+    """``refused``, ``equal``, or what went wrong."""
+    if done is None:
+        return "failure: hung (60 s)"
+    lines = done.stderr.strip().splitlines()
+    if done.returncode == 2:
+        if len(lines) != 1 or "Traceback" in done.stderr or not lines[0].startswith("rspo-gym: error: "):
+            return f"failure: exit 2 with {len(lines)} stderr lines: {done.stderr[-300:]!r}"
+        return "failure: refused a mutation that means nothing" if neutral else "refused"
+    if done.returncode == 0:
+        try:
+            result = normalized(out / "summary.json", root)
+        except (OSError, ValueError) as err:
+            return f"failure: exit 0 without a readable summary.json ({err})"
+        return "equal" if result == reference else "failure: exit 0 with a result other than the unmutated runs'"
+    return f"failure: exit {done.returncode}: {done.stderr[-300:]!r}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--work", default=None, help="folder for the runs and trials (default: a temporary one)")
+    parser.add_argument("--out", default=None, help="write the counts and failures here as JSON")
+    args = parser.parse_args(argv)
+    work = Path(args.work or tempfile.mkdtemp(prefix="compare-fuzz-"))
+    base = work / "base"
+    start = time.time()
+    build(base)
+    built = time.time() - start
+    ref_root = work / "reference"
+    shutil.rmtree(ref_root, ignore_errors=True)
+    shutil.copytree(base, ref_root, symlinks=True)
+    done = compare(ref_root, ref_root / "report")
+    if done is None or done.returncode != 0:
+        raise SystemExit(f"the unmutated runs do not compare: {done and done.stderr}")
+    reference = normalized(ref_root / "report" / "summary.json", ref_root)
+    counts: dict[str, int] = {"refused": 0, "equal": 0, "failure": 0}
+    counts_neutral = dict(counts)  # the trials whose every mutation means nothing
+    by_mutation: dict[str, dict[str, int]] = {}
+    failures = []
+    rng = random.Random(args.seed)
+    for trial in range(args.trials):
+        root = work / "trial"
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.copytree(base, root, symlinks=True)
+        TOUCHED.clear()
+        applied = []
+        for _ in range(rng.choice([1, 1, 2, 3])):
+            mutation = rng.choice(MUTATIONS)
+            try:
+                applied.append((mutation.__name__, *mutation(rng, root)))
+            except NoTarget:
+                continue
+        neutral = all(n for _, _, n in applied)
+        outcome = classify(compare(root, root / "report"), root / "report", root, reference, neutral)
+        kind = outcome.split(":")[0]
+        counts[kind] += 1
+        if neutral:
+            counts_neutral[kind] += 1
+        for name in {name for name, _, _ in applied}:
+            by_mutation.setdefault(name, {"refused": 0, "equal": 0, "failure": 0})[kind] += 1
+        if kind == "failure":
+            failures.append({"trial": trial, "mutations": [d for _, d, _ in applied], "outcome": outcome})
+            print(f"trial {trial}: {[d for _, d, _ in applied]}: {outcome}", flush=True)
+    shutil.rmtree(work / "trial", ignore_errors=True)
+    result = {"trials": args.trials, "seed": args.seed, "counts": counts, "counts_of_neutral_trials": counts_neutral,
+              "by_mutation": dict(sorted(by_mutation.items())),
+              "failures": failures, "build_seconds": round(built, 1), "trial_seconds": round(time.time() - start - built, 1),
+              "python": sys.version.split()[0]}
+    print(json.dumps({k: result[k] for k in ("trials", "counts", "counts_of_neutral_trials", "build_seconds", "trial_seconds")}))
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
