@@ -31,6 +31,7 @@ is ``train`` goals and the first ``test`` goals.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -62,22 +63,64 @@ CPU_CAPABILITIES = ("avx2", "avx512", "default", None)
 
 
 def pin_cpu_kernels(capability: str | None) -> None:
-    """Ask torch, MKL and oneDNN for ``capability``'s kernels, before torch runs its first op.
+    """Ask torch, MKL and oneDNN for fixed kernels, before torch runs its first op.
 
-    torch reads ``ATEN_CPU_CAPABILITY`` when it first dispatches a vector kernel. MKL takes its AVX2
-    code path on AMD CPUs whatever they support, but its widest one on Intel's unless
-    ``MKL_CBWR`` fixes the branch; oneDNN likewise unless ``ONEDNN_MAX_CPU_ISA`` caps it.
+    torch reads ``ATEN_CPU_CAPABILITY`` when it first dispatches a vector kernel. MKL (torch's
+    matmuls) reads ``MKL_CBWR`` at its first call: ``COMPATIBLE`` is the one branch its manual
+    promises the same results on every x86 vendor's CPU. ``MKL_CBWR=AVX2`` is not: MKL ignores it
+    on AMD CPUs (it takes its own AUTO branch there) and lets ``MKL_ENABLE_INSTRUCTIONS=AVX512``
+    override it on Intel ones, which is how the same command printed other numbers on each
+    (``benchmarks/numeric_portability.py``). oneDNN is capped likewise by ``ONEDNN_MAX_CPU_ISA``.
     """
     if capability is None:
         return
     os.environ["ATEN_CPU_CAPABILITY"] = capability
+    os.environ["MKL_CBWR"] = "COMPATIBLE"
     if capability == "avx2":
-        os.environ["MKL_CBWR"] = "AVX2"
         os.environ["ONEDNN_MAX_CPU_ISA"] = "AVX2"
 
 
+#: ``mkl_cbwr_get``'s branch codes (MKL's ``mkl_cbwr.h``): what ``MKL_CBWR`` took effect as.
+MKL_BRANCHES = {1: "off", 2: "AUTO", 3: "COMPATIBLE", 4: "SSE2", 8: "SSE4_2", 9: "AVX", 10: "AVX2", 12: "AVX512",
+                13: "AVX512_E1", 15: "AVX512_E4", 16: "AVX2_E1", 17: "AVX512_E5"}
+
+
+def mkl_branch() -> str:
+    """MKL's code branch in this process, as MKL reports it (``"off"``: MKL picks per CPU), or
+    ``"n/a"`` where torch carries no MKL (macOS on Apple silicon, aarch64)."""
+    import ctypes
+
+    import torch
+
+    if not torch.backends.mkl.is_available():
+        return "n/a"
+    libraries = sorted((Path(torch.__file__).parent / "lib").glob("*torch_cpu.*"))  # MKL is linked into it
+    try:
+        query = ctypes.CDLL(str(libraries[0])).mkl_serv_cbwr_get
+    except (IndexError, AttributeError, OSError):
+        return "n/a"
+    query.restype = ctypes.c_int
+    code = query(ctypes.c_int(1))  # MKL_CBWR_BRANCH
+    return MKL_BRANCHES.get(code, str(code))
+
+
+def weights_sha256(policy_dir: str | os.PathLike) -> str:
+    """sha256 over the tensors of a saved policy's ``*.safetensors`` files, by name: the trained
+    weights' fingerprint, which two runs share only if every float of training came out the same."""
+    import torch
+    from safetensors.torch import load_file
+
+    digest = hashlib.sha256()
+    for file in sorted(Path(policy_dir).glob("*.safetensors")):
+        for name, tensor in sorted(load_file(file).items()):
+            digest.update(name.encode())
+            digest.update(tensor.contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
 def cpu_description() -> dict[str, str]:
-    """The CPU's model name and the vector kernels torch runs with: what a run's numbers depend on."""
+    """The CPU's model name, the vector kernels torch runs with and MKL's branch: what a run's
+    numbers depend on."""
     import torch
 
     model = platform.processor() or platform.machine()
@@ -86,7 +129,7 @@ def cpu_description() -> dict[str, str]:
             model = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), model)
     except OSError:
         pass
-    return {"cpu": model, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    return {"cpu": model, "cpu_capability": torch.backends.cpu.get_cpu_capability(), "mkl_branch": mkl_branch()}
 
 
 @dataclass
@@ -321,6 +364,9 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, A
     if config.cpu_capability is not None and machine["cpu_capability"].lower() != config.cpu_capability:
         print(f"note: torch already runs its {machine['cpu_capability']} kernels in this process, not the pinned "
               f"{config.cpu_capability}: the numbers may differ from another machine's", flush=True)
+    if config.cpu_capability is not None and machine["mkl_branch"] not in ("COMPATIBLE", "n/a"):
+        print(f"note: MKL already runs its {machine['mkl_branch']} branch in this process, not the pinned COMPATIBLE: "
+              f"the numbers may differ from another machine's", flush=True)
     work = plan(config)
     clock = _Clock(work)
     episodes_per_eval = len(work["eval_task_ids"]) * config.eval_episodes
@@ -389,6 +435,7 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, A
     before, after = matrices[0], matrices[len(history)]
     gain, gain_low, gain_high = paired_difference_ci(per_task(after), per_task(before), seed=config.seed)
     summary = {**_summarise(config, work, evaluations, history, (gain, gain_low, gain_high), clock.elapsed(), warm_history), **machine}
+    summary["weights_sha256"] = weights_sha256(out / "policy")
     title = f"RSPO-{config.base} on {config.env_id} ({config.model})"
     bands = [(e["iteration"], e["ci_low"], e["ci_high"]) for e in evaluations]
     plot_learning_curve(_curve_rows(history, evaluations), out / "learning_curve.png", title=title,
