@@ -208,11 +208,36 @@ def _trainer(algo: str, env: str, model: str, overrides: dict):
 
     classes = {"grpo": algos.GRPOTrainer, "ppo": algos.PPOTrainer, "gigpo": algos.GiGPOTrainer, "rspo": algos.RSPOTrainer}
     try:
-        return classes[algo](env, model=model, config=config)
+        trainer = classes[algo](env, model=model, config=config)
     except UserError:
         raise
     except (TypeError, ValueError) as err:  # e.g. an env that refuses its kwargs
         raise UserError(str(err).splitlines()[0] if str(err) else type(err).__name__) from err
+    _scorer_threads(trainer)
+    return trainer
+
+
+def _passive_openmp() -> None:
+    """OpenMP threads that wait for work sleep instead of spinning, unless the user chose otherwise.
+
+    Spinning pays off only when every thread has a core of its own: on a shared laptop or CI
+    machine torch's threads spin on cores that other processes need, while they wait for a thread
+    that has none (``benchmarks/thread_contention.py``: the drrn run cost 13x its idle CPU time at
+    load 3-9). The wait policy changes no result, only who gets the CPU; OpenMP reads it once, when
+    torch loads, so the command line sets it before anything imports torch.
+    """
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def _scorer_threads(trainer) -> None:
+    """One torch thread for the drrn scorer, unless ``OMP_NUM_THREADS`` says otherwise: its
+    matrices are too small to share out, so more threads only wait on each other (docs/cli.md)."""
+    from rspo_gym.policies.action_scorer import ActionScorerPolicy
+
+    if "OMP_NUM_THREADS" not in os.environ and isinstance(trainer.policy, ActionScorerPolicy):
+        import torch
+
+        torch.set_num_threads(1)
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -531,6 +556,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stderr, exit 2."""
     from rspo_gym.atomic import DISK_FULL
 
+    _passive_openmp()
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
