@@ -268,7 +268,10 @@ def _train(args: argparse.Namespace) -> int:
         check_generation_backend(config.generation_backend)
         trainer = _trainer(args.algo, args.env, args.model, overrides)
         # writes metrics, config, checkpoint, policy/ and the curve
-        history = trainer.learn(resume=args.resume, overwrite=args.overwrite)
+        try:
+            history = trainer.learn(resume=args.resume, overwrite=args.overwrite)
+        except KeyboardInterrupt:
+            raise _Interrupted(_how_to_resume(args, trainer.output_dir)) from None
         trainer.close()
     finally:
         if out is not None:
@@ -280,6 +283,26 @@ def _train(args: argparse.Namespace) -> int:
         print(f"{key:40s} {last[key]:.4f}")
     print(f"metrics, config, checkpoint, policy/ and learning_curve.png in {trainer.output_dir}")
     return 0
+
+
+class _Interrupted(Exception):
+    """Ctrl-C in a command that knows how its work goes on from where it stopped: the message says."""
+
+
+#: What Ctrl-C's one line says per command, where it knows no more than the command's name.
+INTERRUPTED = {
+    "quickstart": "the quick start does not resume: run the same command again (its work is fixed and seeded: "
+                  "the same numbers)",
+}
+
+
+def _how_to_resume(args: argparse.Namespace, out: Path | None) -> str:
+    """How an interrupted ``rspo-gym train`` goes on: from its last checkpoint, or from the start."""
+    if out is None or not (Path(out) / "checkpoint.pt").is_file():
+        return "no checkpoint was written yet: run the same command again"
+    folder = args.output_dir or str(out)
+    return (f"continue from its last checkpoint with the same flags and --output-dir {folder} --resume"
+            + (" (instead of --overwrite)" if args.overwrite else ""))
 
 
 #: Held-out tasks of ``rspo-gym eval`` on a model that is not a run (a run keeps its own).
@@ -553,7 +576,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a command; a ``UserError`` (bad input the user can fix) and a full disk are one line on
-    stderr, exit 2."""
+    stderr, exit 2; Ctrl-C is one line saying how to go on (resume or run again), exit 130 (128 +
+    SIGINT, as a shell reports it), not the traceback of wherever torch was."""
     from rspo_gym.atomic import DISK_FULL
 
     _passive_openmp()
@@ -563,6 +587,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as err:
         print(f"rspo-gym: error: {err}", file=sys.stderr)
         return 2
+    except _Interrupted as stop:
+        print(f"rspo-gym {args.command}: interrupted; {stop}", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:
+        print(f"rspo-gym {args.command}: interrupted; {INTERRUPTED.get(args.command, 'run the same command again')}",
+              file=sys.stderr)
+        return 130
     except OSError as err:
         if err.errno not in DISK_FULL:
             raise

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -40,3 +42,36 @@ def test_the_scorer_trains_on_one_thread_that_waits_passively_unless_the_user_sa
     if os.cpu_count() and os.cpu_count() > 1:
         told = _trainer_threads(tmp_path, "told", {"OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "ACTIVE"})
         assert told == {"code": 0, "threads": 2, "wait": "ACTIVE"}
+
+
+def _interrupt(command: list[str], ready: str, tmp_path) -> subprocess.CompletedProcess:
+    """Run ``command`` in its own process group and, once ``ready`` is a line of its stdout or a
+    file under ``tmp_path``, send the group SIGINT, as Ctrl-C in a terminal does."""
+    stdout, stderr = tmp_path / "stdout", tmp_path / "stderr"
+    with open(stdout, "w") as out, open(stderr, "w") as err:
+        process = subprocess.Popen([sys.executable, "-m", "rspo_gym", *command], stdout=out, stderr=err, text=True,
+                                   start_new_session=True, cwd=tmp_path)
+        deadline = time.monotonic() + 240
+        while not ((tmp_path / ready).exists() or ready in stdout.read_text()):
+            assert process.poll() is None and time.monotonic() < deadline, stderr.read_text()[-3000:]
+            time.sleep(0.2)
+        time.sleep(1.0)  # into the work that follows
+        os.killpg(process.pid, signal.SIGINT)
+        process.wait(timeout=120)
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout.read_text(), stderr.read_text())
+
+
+@pytest.mark.parametrize("command, ready, hint", [
+    (["quickstart", "--iterations", "50", "--train-tasks", "2", "--eval-tasks", "1", "--eval-episodes", "1", "--eval-every", "0",
+      "--output-dir", "qs"], "[3/3]", "run the same command again"),
+    (["train", "--model", "drrn", "--iterations", "500", "--num-groups", "1", "--group-size", "2", "--eval-tasks", "1",
+      "--output-dir", "run"], "run/checkpoint.pt", "--output-dir run --resume"),
+])
+def test_ctrl_c_is_one_line_that_says_how_to_go_on_and_exits_130(tmp_path, command, ready, hint):
+    pytest.importorskip("torch")
+    done = _interrupt(command, ready, tmp_path)
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if "interrupted" in line]
+    assert len(lines) == 1 and lines[0] == done.stderr.rstrip("\n").splitlines()[-1], done.stderr[-3000:]
+    assert hint in lines[0]
+    assert done.returncode == 130
