@@ -9,8 +9,8 @@ count that, wall seconds the waiting.
 
 ``--baseline-src`` names a checkout of another commit (``git worktree add --detach PATH COMMIT``,
 or ``git archive COMMIT rspo_gym | tar -x -C PATH``): its rows are "before", measured in the same
-run, interleaved with this checkout's; ``OMP_NUM_THREADS=1`` before is what docs/cli.md advised,
-``OMP_WAIT_POLICY=PASSIVE`` before the wait policy alone.
+run, interleaved with this checkout's; ``--variables`` adds the baseline under ``OMP_NUM_THREADS=1``
+(what docs/cli.md advised) and under ``OMP_WAIT_POLICY=PASSIVE`` (the wait policy alone).
 
     python benchmarks/thread_contention.py --baseline-src /tmp/before --busy 2 --repeats 2
 
@@ -62,14 +62,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--baseline-src", type=Path, default=None, help="a checkout of the commit to compare with")
     parser.add_argument("--busy", type=int, default=2, help="busy-loop processes of the loaded measurement")
+    parser.add_argument("--variables", action="store_true",
+                        help="also the baseline under OMP_NUM_THREADS=1 and under OMP_WAIT_POLICY=PASSIVE: each change alone")
     parser.add_argument("--repeats", type=int, default=1, help="runs per row and load (the table shows their median)")
     parser.add_argument("--out", type=Path, default=Path("results/thread_contention.json"))
     args = parser.parse_args()
     rows = [("this checkout", ROOT, {})]
     if args.baseline_src is not None:
-        rows = [("before", args.baseline_src.resolve(), {}),
-                ("before, OMP_NUM_THREADS=1", args.baseline_src.resolve(), {"OMP_NUM_THREADS": "1"}),
-                ("before, OMP_WAIT_POLICY=PASSIVE", args.baseline_src.resolve(), {"OMP_WAIT_POLICY": "PASSIVE"})] + rows
+        before = [("before", {})] + ([("before, OMP_NUM_THREADS=1", {"OMP_NUM_THREADS": "1"}),
+                                      ("before, OMP_WAIT_POLICY=PASSIVE", {"OMP_WAIT_POLICY": "PASSIVE"})] if args.variables else [])
+        rows = [(name, args.baseline_src.resolve(), extra) for name, extra in before] + rows
     results: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="thread-contention-") as scratch:
         for load in ("idle", "busy"):

@@ -63,20 +63,23 @@ CPU_CAPABILITIES = ("avx2", "avx512", "default", None)
 
 
 def pin_cpu_kernels(capability: str | None) -> None:
-    """Ask torch, MKL and oneDNN for fixed kernels, before torch runs its first op.
+    """Ask torch, MKL and oneDNN for ``capability``'s kernels, before torch runs its first op.
 
-    torch reads ``ATEN_CPU_CAPABILITY`` when it first dispatches a vector kernel. MKL (torch's
-    matmuls) reads ``MKL_CBWR`` at its first call: ``COMPATIBLE`` is the one branch its manual
-    promises the same results on every x86 vendor's CPU. ``MKL_CBWR=AVX2`` is not: MKL ignores it
-    on AMD CPUs (it takes its own AUTO branch there) and lets ``MKL_ENABLE_INSTRUCTIONS=AVX512``
-    override it on Intel ones, which is how the same command printed other numbers on each
-    (``benchmarks/numeric_portability.py``). oneDNN is capped likewise by ``ONEDNN_MAX_CPU_ISA``.
+    torch reads ``ATEN_CPU_CAPABILITY`` when it first dispatches a vector kernel, MKL (torch's
+    matmuls) ``MKL_CBWR`` and ``MKL_ENABLE_INSTRUCTIONS`` at its first call. ``MKL_CBWR=AVX2``
+    gives the same results on every Intel CPU with AVX2, but a user's ``MKL_ENABLE_INSTRUCTIONS``
+    overrides it (``AVX512``: other bits), so the pin takes that variable out of the environment.
+    MKL ignores ``MKL_CBWR=AVX2`` on other vendors' CPUs and takes its own branch there: AMD CPUs
+    print other numbers. Its ``COMPATIBLE`` branch would hold on every vendor's, at about twice the
+    CPU time of the model's matmuls (``benchmarks/numeric_portability.py``, docs/results_llm.md).
+    oneDNN is capped likewise by ``ONEDNN_MAX_CPU_ISA``.
     """
     if capability is None:
         return
     os.environ["ATEN_CPU_CAPABILITY"] = capability
-    os.environ["MKL_CBWR"] = "COMPATIBLE"
+    os.environ.pop("MKL_ENABLE_INSTRUCTIONS", None)
     if capability == "avx2":
+        os.environ["MKL_CBWR"] = "AVX2"
         os.environ["ONEDNN_MAX_CPU_ISA"] = "AVX2"
 
 
@@ -364,9 +367,10 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, A
     if config.cpu_capability is not None and machine["cpu_capability"].lower() != config.cpu_capability:
         print(f"note: torch already runs its {machine['cpu_capability']} kernels in this process, not the pinned "
               f"{config.cpu_capability}: the numbers may differ from another machine's", flush=True)
-    if config.cpu_capability is not None and machine["mkl_branch"] not in ("COMPATIBLE", "n/a"):
-        print(f"note: MKL already runs its {machine['mkl_branch']} branch in this process, not the pinned COMPATIBLE: "
-              f"the numbers may differ from another machine's", flush=True)
+    if config.cpu_capability == "avx2" and machine["mkl_branch"] not in ("AVX2", "n/a"):
+        print(f"note: MKL runs its {machine['mkl_branch']} branch, not the pinned AVX2 (it honours that branch on Intel "
+              f"CPUs only, and only if the quick start is the first to use it in its process): the numbers may differ "
+              f"from another machine's", flush=True)
     work = plan(config)
     clock = _Clock(work)
     episodes_per_eval = len(work["eval_task_ids"]) * config.eval_episodes
