@@ -42,10 +42,11 @@ from typing import Any
 
 __all__ = ["QuickstartConfig", "run_quickstart", "alfworld_task_ids", "plan", "estimated_seconds", "held_out_matrix"]
 
-# Measured on the 2-core development machine (AMD EPYC, torch's AVX2 kernels pinned), idle, with
-# the defaults (``docs/results_llm.md``: 5.4 min for the run): what the up-front estimate scales;
-# the ETA rescales it by the speed actually seen.
+# Measured on the 2-core development machine (``REFERENCE_CPU``, torch's AVX2 kernels pinned), idle,
+# with the defaults (``docs/results_llm.md``: 5.4 min for the run; a 2-core Intel Xeon took 8.5):
+# what the up-front estimate scales; the ETA rescales it by the speed actually seen.
 REFERENCE_SECONDS = {"load": 7.0, "eval_episode": 0.21, "train_trajectory": 0.59}
+REFERENCE_CPU = "AMD EPYC"
 
 
 #: Upper bounds of the quick start's sizes, far above its small fixed task set: a typo (extra
@@ -137,7 +138,8 @@ def cpu_description() -> dict[str, str]:
 
 @dataclass
 class QuickstartConfig:
-    """What the quick start runs; the defaults take about 5.5 minutes on 2 idle CPU cores."""
+    """What the quick start runs; the defaults take 5.4 minutes on 2 idle AMD EPYC cores (8.5 on
+    2 Intel Xeon ones)."""
 
     env_id: str = "rspo/ALFWorld-v0"
     """Environment (``rspo/ALFWorld-v0`` or ``rspo/WebShop-v1``)."""
@@ -377,7 +379,8 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, A
     print(f"plan: {config.iterations} RL iterations of {work['trajectories_per_iteration']} trajectories on "
           f"{len(work['train_task_ids'])} training tasks; held-out evaluation after iterations {work['evaluate_after']}, "
           f"{len(work['eval_task_ids'])} tasks × {config.eval_episodes} episodes each; "
-          f"about {clock.estimate / 60:.0f} min on 2 idle cores", flush=True)
+          f"about {clock.estimate / 60:.1f} min on 2 idle {REFERENCE_CPU} cores (the ETA below rescales it to this machine)",
+          flush=True)
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     network, tokenizer = load_model(config.model, seed=config.seed)

@@ -132,3 +132,18 @@ def test_the_pins_hold_against_the_vector_units_a_user_or_a_cpu_asks_for(tmp_pat
     assert [r["policy"] for r in records] == [records[0]["policy"]] * len(outer)
     assert records[0]["summary"]["weights_sha256"] != records[0]["policy"]  # a sha256 of the tensors, not of the file
     assert {r["summary"]["mkl_branch"] for r in records} <= {"AVX2", "n/a"}  # n/a: a torch without MKL
+
+
+def test_the_time_it_takes_is_one_number_with_its_cpu_wherever_it_is_said():
+    """The plan's estimate, ``--help``, the config's doc and the README say the same minutes on the
+    same CPU (they said 5, 5.5 and 5.4, with no CPU)."""
+    from pathlib import Path
+
+    from rspo_gym.cli import build_parser
+
+    minutes = f"{estimated_seconds(plan(QuickstartConfig())) / 60:.1f}"
+    claim = f"{minutes} minutes on 2 idle AMD EPYC cores"
+    assert claim in " ".join(build_parser().format_help().split())
+    assert claim in " ".join(QuickstartConfig.__doc__.split())
+    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8").split())
+    assert f"in {minutes} minutes on a 2-core AMD EPYC" in readme
