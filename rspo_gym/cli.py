@@ -583,6 +583,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     _passive_openmp()
     args = build_parser().parse_args(argv)
+    # main() may run again in this process (tests, notebooks): the drrn scorer's thread count is its run's only
+    threads = sys.modules["torch"].get_num_threads() if "torch" in sys.modules else None
     try:
         return args.run(args)
     except UserError as err:
@@ -603,6 +605,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"so the run's record is as the last complete write left it; free space (or raise ulimit -f) and --resume",
               file=sys.stderr)
         return 2
+    finally:
+        if threads is not None:
+            sys.modules["torch"].set_num_threads(threads)
 
 
 if __name__ == "__main__":

@@ -75,3 +75,18 @@ def test_ctrl_c_is_one_line_that_says_how_to_go_on_and_exits_130(tmp_path, comma
     assert len(lines) == 1 and lines[0] == done.stderr.rstrip("\n").splitlines()[-1], done.stderr[-3000:]
     assert hint in lines[0]
     assert done.returncode == 130
+
+
+def test_a_command_run_in_a_process_that_uses_torch_leaves_its_thread_count_as_it_was(tmp_path):
+    """Tests and notebooks call ``main()`` again and again: the scorer's one thread is its run's only."""
+    torch = pytest.importorskip("torch")
+    from rspo_gym.cli import main
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert main(["train", "--model", "drrn", "--iterations", "1", "--num-groups", "1", "--group-size", "2",
+                     "--eval-tasks", "1", "--max-turns", "3", "--output-dir", str(tmp_path / "run")]) == 0
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
