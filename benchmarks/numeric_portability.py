@@ -15,7 +15,8 @@ and prints a sha256 of the trained weights:
   --eval-every 0``, hashing the ``policy/`` it writes.
 
 ``--pinned`` (the default) runs them as the quick start does, its pins over whatever the variant
-put in the environment: every fingerprint must then be the same. ``--native`` drops the pins, so
+put in the environment: every fingerprint must then be the same, but that of "1 thread, forced",
+which overrides the quick start's own thread count (2) and so sums floats in other chunks. ``--native`` drops the pins, so
 each variable acts: the variables whose fingerprint differs from the plain run's are the ones
 a CPU's own choice would change the numbers through.
 
