@@ -84,9 +84,10 @@ def pin_cpu_kernels(capability: str | None) -> None:
         os.environ["ONEDNN_MAX_CPU_ISA"] = "AVX2"
 
 
-#: ``mkl_cbwr_get``'s branch codes (MKL's ``mkl_cbwr.h``): what ``MKL_CBWR`` took effect as.
-MKL_BRANCHES = {1: "off", 2: "AUTO", 3: "COMPATIBLE", 4: "SSE2", 8: "SSE4_2", 9: "AVX", 10: "AVX2", 12: "AVX512",
-                13: "AVX512_E1", 15: "AVX512_E4", 16: "AVX2_E1", 17: "AVX512_E5"}
+#: ``mkl_cbwr_get``'s branch codes (MKL's ``mkl_types.h``, ``MKL_CBWR_BRANCH_OFF`` to
+#: ``MKL_CBWR_AVX512_E1``): what ``MKL_CBWR`` took effect as; a newer code is shown as its number.
+MKL_BRANCHES = {1: "off", 2: "AUTO", 3: "COMPATIBLE", 4: "SSE2", 6: "SSSE3", 7: "SSE4_1", 8: "SSE4_2", 9: "AVX",
+                10: "AVX2", 11: "AVX512_MIC", 12: "AVX512", 13: "AVX512_MIC_E1", 14: "AVX512_E1"}
 
 
 def mkl_branch() -> str:
