@@ -584,7 +584,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _passive_openmp()
     args = build_parser().parse_args(argv)
     # main() may run again in this process (tests, notebooks): the drrn scorer's thread count is its run's only
-    threads = sys.modules["torch"].get_num_threads() if "torch" in sys.modules else None
+    torch = sys.modules.get("torch")  # None where it is not loaded (or not importable)
+    threads = torch.get_num_threads() if torch is not None else None
     try:
         return args.run(args)
     except UserError as err:
@@ -607,7 +608,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     finally:
         if threads is not None:
-            sys.modules["torch"].set_num_threads(threads)
+            torch.set_num_threads(threads)
 
 
 if __name__ == "__main__":
