@@ -74,7 +74,7 @@ def main() -> None:
         rows = [(name, args.baseline_src.resolve(), extra) for name, extra in before] + rows
     results: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="thread-contention-") as scratch:
-        for load in ("idle", "busy"):
+        for load in ("as is", "busy"):
             spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy if load == "busy" else 0)]
             try:
                 time.sleep(1.0 if spinners else 0.0)
@@ -84,13 +84,13 @@ def main() -> None:
                     for name, src, extra in rows:  # interleaved: a change in the machine's load hits every row alike
                         loads.append(load_average())
                         runs[name].append(measure(src, extra, Path(scratch)))
-                        print(f"{load:5s} {name:28s} {runs[name][-1]['wall_s']:7.1f} s wall {runs[name][-1]['cpu_s']:7.1f} s CPU", flush=True)
+                        print(f"{load:6s} {name:32s} {runs[name][-1]['wall_s']:7.1f} s wall {runs[name][-1]['cpu_s']:7.1f} s CPU", flush=True)
             finally:
                 for spinner in spinners:
                     spinner.kill()
                     spinner.wait()
             for name, _, extra in rows:
-                results.append({"load": load if load == "idle" else f"{args.busy} busy loops", "row": name, "env": extra,
+                results.append({"load": "machine as is" if load == "as is" else f"+ {args.busy} busy loops", "row": name, "env": extra,
                                 "wall_s": statistics.median(r["wall_s"] for r in runs[name]),
                                 "cpu_s": statistics.median(r["cpu_s"] for r in runs[name]),
                                 "runs": runs[name], "load_average_1min": statistics.mean(loads)})
