@@ -29,6 +29,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import gymnasium as gym
 
@@ -36,6 +37,9 @@ import rspo_gym  # noqa: F401 - registers the environments
 from rspo_gym.training.runs import check_run_folder, lock_run_dir, unlock_run_dir
 from rspo_gym.training.validation import check_env_settings, check_generation_backend
 from rspo_gym.errors import UserError
+
+if TYPE_CHECKING:  # torch loads with the trainers, not with the command line
+    from rspo_gym.training.trainer import Trainer
 
 __all__ = ["main"]
 
@@ -229,7 +233,7 @@ def _passive_openmp() -> None:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
-def _scorer_threads(trainer) -> None:
+def _scorer_threads(trainer: "Trainer") -> None:
     """One torch thread for the drrn scorer, unless ``OMP_NUM_THREADS`` says otherwise: its
     matrices are too small to share out, so more threads only wait on each other (docs/cli.md)."""
     from rspo_gym.policies.action_scorer import ActionScorerPolicy
