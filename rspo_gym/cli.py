@@ -29,6 +29,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import gymnasium as gym
 
@@ -36,6 +37,9 @@ import rspo_gym  # noqa: F401 - registers the environments
 from rspo_gym.training.runs import check_run_folder, lock_run_dir, unlock_run_dir
 from rspo_gym.training.validation import check_env_settings, check_generation_backend
 from rspo_gym.errors import UserError
+
+if TYPE_CHECKING:  # torch loads with the trainers, not with the command line
+    from rspo_gym.training.trainer import Trainer
 
 __all__ = ["main"]
 
@@ -233,11 +237,36 @@ def _trainer(algo: str, env: str, model: str, overrides: dict):
 
     classes = {"grpo": algos.GRPOTrainer, "ppo": algos.PPOTrainer, "gigpo": algos.GiGPOTrainer, "rspo": algos.RSPOTrainer}
     try:
-        return classes[algo](env, model=model, config=config)
+        trainer = classes[algo](env, model=model, config=config)
     except UserError:
         raise
     except (TypeError, ValueError) as err:  # e.g. an env that refuses its kwargs
         raise UserError(str(err).splitlines()[0] if str(err) else type(err).__name__) from err
+    _scorer_threads(trainer)
+    return trainer
+
+
+def _passive_openmp() -> None:
+    """OpenMP threads that wait for work sleep instead of spinning, unless the user chose otherwise.
+
+    Spinning pays off only when every thread has a core of its own: on a shared laptop or CI
+    machine torch's threads spin on cores that other processes need, while they wait for a thread
+    that has none (``benchmarks/thread_contention.py``: the drrn run cost 13x its idle CPU time at
+    load 3-9). The wait policy changes no result, only who gets the CPU; OpenMP reads it once, when
+    torch loads, so the command line sets it before anything imports torch.
+    """
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def _scorer_threads(trainer: "Trainer") -> None:
+    """One torch thread for the drrn scorer, unless ``OMP_NUM_THREADS`` says otherwise: its
+    matrices are too small to share out, so more threads only wait on each other (docs/cli.md)."""
+    from rspo_gym.policies.action_scorer import ActionScorerPolicy
+
+    if "OMP_NUM_THREADS" not in os.environ and isinstance(trainer.policy, ActionScorerPolicy):
+        import torch
+
+        torch.set_num_threads(1)
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -268,7 +297,10 @@ def _train(args: argparse.Namespace) -> int:
         check_generation_backend(config.generation_backend)
         trainer = _trainer(args.algo, args.env, args.model, overrides)
         # writes metrics, config, checkpoint, policy/ and the curve
-        history = trainer.learn(resume=args.resume, overwrite=args.overwrite)
+        try:
+            history = trainer.learn(resume=args.resume, overwrite=args.overwrite)
+        except KeyboardInterrupt:
+            raise _Interrupted(_how_to_resume(args, trainer.output_dir)) from None
         trainer.close()
     finally:
         if out is not None:
@@ -280,6 +312,26 @@ def _train(args: argparse.Namespace) -> int:
         print(f"{key:40s} {last[key]:.4f}")
     print(f"metrics, config, checkpoint, policy/ and learning_curve.png in {trainer.output_dir}")
     return 0
+
+
+class _Interrupted(Exception):
+    """Ctrl-C in a command that knows how its work goes on from where it stopped: the message says."""
+
+
+#: What Ctrl-C's one line says per command, where it knows no more than the command's name.
+INTERRUPTED = {
+    "quickstart": "the quick start does not resume: run the same command again (its work is fixed and seeded: "
+                  "the same numbers)",
+}
+
+
+def _how_to_resume(args: argparse.Namespace, out: Path | None) -> str:
+    """How an interrupted ``rspo-gym train`` goes on: from its last checkpoint, or from the start."""
+    if out is None or not (Path(out) / "checkpoint.pt").is_file():
+        return "no checkpoint was written yet: run the same command again"
+    folder = args.output_dir or str(out)
+    return (f"continue from its last checkpoint with the same flags and --output-dir {folder} --resume"
+            + (" (instead of --overwrite)" if args.overwrite else ""))
 
 
 #: Held-out tasks of ``rspo-gym eval`` on a model that is not a run (a run keeps its own).
@@ -438,7 +490,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {rspo_gym.__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser = functools.partial(commands.add_parser, formatter_class=_HelpFormatter)  # defaults in every help
-    quick = commands.add_parser("quickstart", help="learn ALFWorld with RSPO on a CPU: fixed, seeded work, ~5.5 minutes on 2 cores (needs the [llm] extra)")
+    quick = commands.add_parser("quickstart", help="learn ALFWorld with RSPO on a CPU: fixed, seeded work, 5.4 minutes on 2 idle AMD EPYC cores, "
+                                                  "8.5 on Intel Xeon ones (needs the [llm] extra)")
     defaults = _quickstart_defaults()
     quick.add_argument("--env", default=defaults.env_id, help=f"default: {defaults.env_id}")
     quick.add_argument("--base", choices=("grpo", "ppo", "gigpo"), default=defaults.base, help="RSPO's base algorithm")
@@ -565,15 +618,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a command; a ``UserError`` (bad input the user can fix) and a full disk are one line on
-    stderr, exit 2."""
+    stderr, exit 2; Ctrl-C is one line saying how to go on (resume or run again), exit 130 (128 +
+    SIGINT, as a shell reports it), not the traceback of wherever torch was."""
     from rspo_gym.atomic import DISK_FULL
 
+    _passive_openmp()
     args = build_parser().parse_args(argv)
+    # main() may run again in this process (tests, notebooks): the drrn scorer's thread count is its run's only
+    torch = sys.modules.get("torch")  # None where it is not loaded (or not importable)
+    threads = torch.get_num_threads() if torch is not None else None
     try:
         return args.run(args)
     except UserError as err:
         print(f"rspo-gym: error: {err}", file=sys.stderr)
         return 2
+    except _Interrupted as stop:
+        print(f"rspo-gym {args.command}: interrupted; {stop}", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:
+        print(f"rspo-gym {args.command}: interrupted; {INTERRUPTED.get(args.command, 'run the same command again')}",
+              file=sys.stderr)
+        return 130
     except OSError as err:
         if err.errno not in DISK_FULL:
             raise
@@ -582,6 +647,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"so the run's record is as the last complete write left it; free space (or raise ulimit -f) and --resume",
               file=sys.stderr)
         return 2
+    finally:
+        if threads is not None:
+            torch.set_num_threads(threads)
 
 
 if __name__ == "__main__":

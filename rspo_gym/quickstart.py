@@ -31,6 +31,7 @@ is ``train`` goals and the first ``test`` goals.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -41,10 +42,11 @@ from typing import Any
 
 __all__ = ["QuickstartConfig", "run_quickstart", "alfworld_task_ids", "plan", "estimated_seconds", "held_out_matrix"]
 
-# Measured on the 2-core development machine (AMD EPYC, torch's AVX2 kernels pinned), idle, with
-# the defaults (``docs/results_llm.md``: 5.4 min for the run): what the up-front estimate scales;
-# the ETA rescales it by the speed actually seen.
+# Measured on the 2-core development machine (``REFERENCE_CPU``, torch's AVX2 kernels pinned), idle,
+# with the defaults (``docs/results_llm.md``: 5.4 min for the run; a 2-core Intel Xeon took 8.5):
+# what the up-front estimate scales; the ETA rescales it by the speed actually seen.
 REFERENCE_SECONDS = {"load": 7.0, "eval_episode": 0.21, "train_trajectory": 0.59}
+REFERENCE_CPU = "AMD EPYC"
 
 
 #: Upper bounds of the quick start's sizes, far above its small fixed task set: a typo (extra
@@ -66,20 +68,66 @@ CPU_CAPABILITIES = ("avx2", "avx512", "default", None)
 def pin_cpu_kernels(capability: str | None) -> None:
     """Ask torch, MKL and oneDNN for ``capability``'s kernels, before torch runs its first op.
 
-    torch reads ``ATEN_CPU_CAPABILITY`` when it first dispatches a vector kernel. MKL takes its AVX2
-    code path on AMD CPUs whatever they support, but its widest one on Intel's unless
-    ``MKL_CBWR`` fixes the branch; oneDNN likewise unless ``ONEDNN_MAX_CPU_ISA`` caps it.
+    torch reads ``ATEN_CPU_CAPABILITY`` when it first dispatches a vector kernel, MKL (torch's
+    matmuls) ``MKL_CBWR`` and ``MKL_ENABLE_INSTRUCTIONS`` at its first call. ``MKL_CBWR=AVX2``
+    gives the same results on every Intel CPU with AVX2, but a user's ``MKL_ENABLE_INSTRUCTIONS``
+    overrides it (``AVX512``: other bits), so the pin takes that variable out of the environment.
+    MKL ignores ``MKL_CBWR=AVX2`` on other vendors' CPUs and takes its own branch there: AMD CPUs
+    print other numbers. Its ``COMPATIBLE`` branch would hold on every vendor's, at about twice the
+    CPU time of the model's matmuls (``benchmarks/numeric_portability.py``, docs/results_llm.md).
+    oneDNN is capped likewise by ``ONEDNN_MAX_CPU_ISA``.
     """
     if capability is None:
         return
     os.environ["ATEN_CPU_CAPABILITY"] = capability
+    os.environ.pop("MKL_ENABLE_INSTRUCTIONS", None)
     if capability == "avx2":
         os.environ["MKL_CBWR"] = "AVX2"
         os.environ["ONEDNN_MAX_CPU_ISA"] = "AVX2"
 
 
+#: ``mkl_cbwr_get``'s branch codes (MKL's ``mkl_types.h``, ``MKL_CBWR_BRANCH_OFF`` to
+#: ``MKL_CBWR_AVX512_E1``): what ``MKL_CBWR`` took effect as; a newer code is shown as its number.
+MKL_BRANCHES = {1: "off", 2: "AUTO", 3: "COMPATIBLE", 4: "SSE2", 6: "SSSE3", 7: "SSE4_1", 8: "SSE4_2", 9: "AVX",
+                10: "AVX2", 11: "AVX512_MIC", 12: "AVX512", 13: "AVX512_MIC_E1", 14: "AVX512_E1"}
+
+
+def mkl_branch() -> str:
+    """MKL's code branch in this process, as MKL reports it (``"off"``: MKL picks per CPU), or
+    ``"n/a"`` where torch carries no MKL (macOS on Apple silicon, aarch64)."""
+    import ctypes
+
+    import torch
+
+    if not torch.backends.mkl.is_available():
+        return "n/a"
+    libraries = sorted((Path(torch.__file__).parent / "lib").glob("*torch_cpu.*"))  # MKL is linked into it
+    try:
+        query = ctypes.CDLL(str(libraries[0])).mkl_serv_cbwr_get
+    except (IndexError, AttributeError, OSError):
+        return "n/a"
+    query.restype = ctypes.c_int
+    code = query(ctypes.c_int(1))  # MKL_CBWR_BRANCH
+    return MKL_BRANCHES.get(code, str(code))
+
+
+def weights_sha256(policy_dir: str | os.PathLike) -> str:
+    """sha256 over the tensors of a saved policy's ``*.safetensors`` files, by name: the trained
+    weights' fingerprint, which two runs share only if every float of training came out the same."""
+    import torch
+    from safetensors.torch import load_file
+
+    digest = hashlib.sha256()
+    for file in sorted(Path(policy_dir).glob("*.safetensors")):
+        for name, tensor in sorted(load_file(file).items()):
+            digest.update(name.encode())
+            digest.update(tensor.contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
 def cpu_description() -> dict[str, str]:
-    """The CPU's model name and the vector kernels torch runs with: what a run's numbers depend on."""
+    """The CPU's model name, the vector kernels torch runs with and MKL's branch: what a run's
+    numbers depend on."""
     import torch
 
     model = platform.processor() or platform.machine()
@@ -88,12 +136,13 @@ def cpu_description() -> dict[str, str]:
             model = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), model)
     except OSError:
         pass
-    return {"cpu": model, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    return {"cpu": model, "cpu_capability": torch.backends.cpu.get_cpu_capability(), "mkl_branch": mkl_branch()}
 
 
 @dataclass
 class QuickstartConfig:
-    """What the quick start runs; the defaults take about 5.5 minutes on 2 idle CPU cores."""
+    """What the quick start runs; the defaults take 5.4 minutes on 2 idle AMD EPYC cores (8.5 on
+    2 Intel Xeon ones)."""
 
     env_id: str = "rspo/ALFWorld-v0"
     """Environment (``rspo/ALFWorld-v0`` or ``rspo/WebShop-v1``)."""
@@ -356,13 +405,18 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, A
     if config.cpu_capability is not None and machine["cpu_capability"].lower() != config.cpu_capability:
         print(f"note: torch already runs its {machine['cpu_capability']} kernels in this process, not the pinned "
               f"{config.cpu_capability}: the numbers may differ from another machine's", flush=True)
+    if config.cpu_capability == "avx2" and machine["mkl_branch"] not in ("AVX2", "n/a"):
+        print(f"note: MKL runs its {machine['mkl_branch']} branch, not the pinned AVX2 (it honours that branch on Intel "
+              f"CPUs only, and only if the quick start is the first to use it in its process): the numbers may differ "
+              f"from another machine's", flush=True)
     work = plan(config)
     clock = _Clock(work)
     episodes_per_eval = len(work["eval_task_ids"]) * config.eval_episodes
     print(f"plan: {config.iterations} RL iterations of {work['trajectories_per_iteration']} trajectories on "
           f"{len(work['train_task_ids'])} training tasks; held-out evaluation after iterations {work['evaluate_after']}, "
           f"{len(work['eval_task_ids'])} tasks × {config.eval_episodes} episodes each; "
-          f"about {clock.estimate / 60:.0f} min on 2 idle cores", flush=True)
+          f"about {clock.estimate / 60:.1f} min on 2 idle {REFERENCE_CPU} cores (the ETA below rescales it to this machine)",
+          flush=True)
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     network, tokenizer = load_model(config.model, seed=config.seed)
@@ -424,6 +478,7 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig()) -> dict[str, A
     before, after = matrices[0], matrices[len(history)]
     gain, gain_low, gain_high = paired_difference_ci(per_task(after), per_task(before), seed=config.seed)
     summary = {**_summarise(config, work, evaluations, history, (gain, gain_low, gain_high), clock.elapsed(), warm_history), **machine}
+    summary["weights_sha256"] = weights_sha256(out / "policy")
     title = f"RSPO-{config.base} on {config.env_id} ({config.model})"
     bands = [(e["iteration"], e["ci_low"], e["ci_high"]) for e in evaluations]
     plot_learning_curve(_curve_rows(history, evaluations), out / "learning_curve.png", title=title,

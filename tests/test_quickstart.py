@@ -118,3 +118,32 @@ def test_the_pinned_kernels_give_the_same_numbers_whatever_vector_unit_torch_wou
     native = [_record(_tiny(tmp_path, f"native-{cap}", cpu_capability=None), env={"ATEN_CPU_CAPABILITY": cap}) for cap in outer]
     assert [r["summary"]["cpu_capability"] for r in native] == ["AVX2", "DEFAULT"]
     assert native[0]["policy"] != native[1]["policy"]  # what the pin prevents: other kernels, other float sums
+
+
+@pytest.mark.slow
+def test_the_pins_hold_against_the_vector_units_a_user_or_a_cpu_asks_for(tmp_path):
+    """The variables that pick MKL's and ATen's code paths, set in the user's environment, each in
+    a fresh process: the pinned weights come out the same bits under all of them. MKL honours a
+    user's ``MKL_ENABLE_INSTRUCTIONS=AVX512`` over ``MKL_CBWR=AVX2``, so the pin removes it."""
+    pytest.importorskip("transformers")
+    outer = [{"MKL_ENABLE_INSTRUCTIONS": "AVX2"}, {"MKL_ENABLE_INSTRUCTIONS": "AVX512"},
+             {"ATEN_CPU_CAPABILITY": "avx2"}, {"ATEN_CPU_CAPABILITY": "avx512"}]
+    records = [_record(_tiny(tmp_path, f"outer-{i}", iterations=1, eval_every=0), env=env) for i, env in enumerate(outer)]
+    assert [r["policy"] for r in records] == [records[0]["policy"]] * len(outer)
+    assert records[0]["summary"]["weights_sha256"] != records[0]["policy"]  # a sha256 of the tensors, not of the file
+    assert {r["summary"]["mkl_branch"] for r in records} <= {"AVX2", "n/a"}  # n/a: a torch without MKL
+
+
+def test_the_time_it_takes_is_one_number_with_its_cpu_wherever_it_is_said():
+    """The plan's estimate, ``--help``, the config's doc and the README say the same minutes on the
+    same CPU (they said 5, 5.5 and 5.4, with no CPU)."""
+    from pathlib import Path
+
+    from rspo_gym.cli import build_parser
+
+    minutes = f"{estimated_seconds(plan(QuickstartConfig())) / 60:.1f}"
+    claim = f"{minutes} minutes on 2 idle AMD EPYC cores"
+    assert claim in " ".join(build_parser().format_help().split())
+    assert claim in " ".join(QuickstartConfig.__doc__.split())
+    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8").split())
+    assert f"in {minutes} minutes on a 2-core AMD EPYC" in readme
