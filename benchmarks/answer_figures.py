@@ -2,8 +2,8 @@
 
     python benchmarks/answer_figures.py
 
-Reads ``docs/results_fast/summary.json`` (the matrix's and the sparse-regime study's paired
-differences), ``docs/results_fast/details.json`` (the equal-total-steps view) and
+Reads ``docs/results_fast/summary.json`` (the matrix's, the sparse-regime study's and the
+explorer study's paired differences), ``docs/results_fast/details.json`` (the equal-total-steps view) and
 ``docs/quickstart_search.json`` (the quick start's seeds), and writes one forest plot per question
 beside this file with ``rspo_gym.plotting.forest_plot``.
 """
@@ -18,17 +18,18 @@ from rspo_gym.plotting import forest_plot
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 HERE = DOCS / "answers"
-ALF, WEB = "rspo/ALFWorld-v0", "rspo/WebShop-v0"
+ALF, WEB, WEB_V1 = "rspo/ALFWorld-v0", "rspo/WebShop-v0", "rspo/WebShop-v1"
 UNTRAINED_WEB = {"start": "untrained", "policy": "drrn"}
 UNTRAINED_ALF = {"start": "untrained", "policy": "drrn-memory"}
 
 
-def _find(differences, env, metric, a, b, *, base="grpo", regime=None, seeds=None):
-    """The one difference of ``env``/``metric``/``base`` whose arms are ``a`` − ``b`` ((arm, reward) pairs)."""
+def _find(differences, env, metric, a, b, *, base="grpo", regime=None, seeds=None, names=None):
+    """The one difference of ``env``/``metric``/``base`` whose arms are ``a`` − ``b`` ((arm, reward) pairs;
+    ``names``: the explorer study's cell arms, where two arms share an (arm, reward) pair)."""
     found = [d for d in differences
              if d["env"] == env and d["metric"] == metric and d["base"] == base and d.get("regime") == regime
              and (d["a"]["arm"], d["a"]["process_reward"]) == a and (d["b"]["arm"], d["b"]["process_reward"]) == b
-             and (seeds is None or d["seeds"] == seeds)]
+             and (seeds is None or d["seeds"] == seeds) and (names is None or d.get("names") == names)]
     if len(found) != 1:
         raise LookupError(f"{len(found)} differences match {env} {metric} {base} {a} − {b} {regime}")
     return found[0]
@@ -73,13 +74,17 @@ def figures(docs: Path = DOCS) -> dict[str, dict]:
     out["immune.png"] = dict(rows=rows, xlabel="difference of final held-out success",
         title="RSPO with the farmable reward: explorer swap and rank swap (GRPO, 10 seeds, 95 % intervals)")
 
-    rows = [_row("ALFWorld success, equal learner steps", _find(matrix, ALF, "success", events["explorer"], outcome)),
-            _row("WebShop success, equal learner steps", _find(matrix, WEB, "success", events["explorer"], outcome)),
-            _row("WebShop score, equal learner steps", _find(matrix, WEB, "score", events["explorer"], outcome)),
-            _row("WebShop score, equal total steps",
-                 _find(equal_total, WEB, "score", events["explorer"], outcome, seeds=10))]
-    out["vs_outcome.png"] = dict(rows=rows, xlabel="RSPO explorer (events) − outcome base, end of the budget",
-        title="Does RSPO beat the outcome-trained base? (GRPO, 10 seeds, 95 % intervals)")
+    total = [d for d in summary["differences"] if d.get("measure") == "equal_total_env_steps"]
+    agent = ("rspo-explorer", "purchase")
+    rows = [_row(f"WebShop-v1 score, {label}: RSPO − outcome N+M",
+                 _find(total, WEB_V1, "score", agent, outcome, base=base, names=["agent-helpful", "outcome-nm"]))
+            for base, label in (("grpo", "GRPO"), ("ppo", "PPO"), ("gigpo", "GiGPO"))]
+    rows += [_row("WebShop-v0 score, GRPO: earlier RSPO − outcome",
+                  _find(equal_total, WEB, "score", events["explorer"], outcome, seeds=10)),
+             _row("ALFWorld success, GRPO: earlier RSPO − outcome*",
+                  _find(matrix, ALF, "success", events["explorer"], outcome))]
+    out["vs_outcome.png"] = dict(rows=rows, xlabel="RSPO − outcome base, equal total steps (*: learner steps)",
+        title="Does RSPO beat the outcome-trained base? (GRPO 10 seeds, PPO and GiGPO 5; 95 % intervals)")
 
     purchase = ("dense", "purchase")
     rows = [_row("WebShop score, area under the curve: dense purchase − outcome",

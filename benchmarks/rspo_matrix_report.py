@@ -540,7 +540,10 @@ def regime_tables(views: dict, farmed: list[dict], shares: list[dict]) -> str:
 
 def _curves(ax, m: Matrix, plan, env: str, base: str, metric: str = "success") -> None:
     """Held-out ``metric`` along training of every arm of (``env``'s plan key, ``base``), with 95 % bands."""
-    for k, arm in enumerate(a for a in ARMS if m.seeds(env, base, a)):
+    import matplotlib
+
+    for arm in (a for a in ARMS if m.seeds(env, base, a)):
+        colour = matplotlib.colormaps["tab20"](list(ARMS).index(arm) % 20)  # one colour per arm in every panel
         seeds = [s for s in m.seeds(env, base, arm) if (env, s) in m.starts]
         if not seeds:
             continue
@@ -556,8 +559,8 @@ def _curves(ax, m: Matrix, plan, env: str, base: str, metric: str = "success") -
             mean, low, high = bootstrap_mean_ci(values)
             xs.append(target), means.append(mean), lows.append(low), highs.append(high)
         style = "--" if arm.startswith("dense") else ":" if "sync" in arm else "-"
-        ax.plot(xs, means, style, color=f"C{k}", label=arm, marker="o", markersize=3)
-        ax.fill_between(xs, lows, highs, color=f"C{k}", alpha=0.12)
+        ax.plot(xs, means, style, color=colour, label=arm, marker="o", markersize=3)
+        ax.fill_between(xs, lows, highs, color=colour, alpha=0.12)
     ax.axvline(m.budget(env, base), color="grey", linewidth=0.6)
     ax.set_xlabel(f"{m.axis(env)} env steps")
 
@@ -581,7 +584,7 @@ def plot(m: Matrix, plan, out: Path) -> None:
                 _curves(ax, m, plan, env, base, metric)
                 ax.set_title(f"{base} ({len(m.seeds(env, base, 'outcome'))} seeds)")
             axes[0][0].set_ylabel(f"held-out {metric}, T = 1.0 (95 % band)")
-            axes[0][-1].legend(fontsize=7)
+            max(axes[0], key=lambda ax: len(ax.get_lines())).legend(fontsize=7)  # on the panel with the most arms
             fig.suptitle(f"{env}: held-out {metric} along training (start at 0)")
             fig.tight_layout()
             fig.savefig(out / f"heldout_{env.split('/')[-1]}{'' if metric == 'success' else '_' + metric}.png")
