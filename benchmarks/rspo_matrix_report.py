@@ -441,48 +441,47 @@ def _verdict(d: dict) -> str:
     return "better" if d["ci_low"] > 0 else "worse" if d["ci_high"] < 0 else "no difference shown"
 
 
-def tables(views: dict, farmed: list[dict], m: Matrix) -> str:
-    lines = []
-    final = views["final"]
-    lines += ["### Final held-out results (T = 1.0, equal learner env steps)", "",
-              "| env | base | arm | process reward | seeds | metric | mean [95 % CI] | T = 0.4 | equal total steps | AUC (speed) |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+def _final_and_differences(views: dict, title: str, others: dict[str, str], differences: tuple[tuple[str, str], ...]) -> list[str]:
+    """The final held-out table (each row with the ``others`` views' values, ``view -> column
+    title``) and one table of paired differences per ``(view, title)`` of ``differences``."""
+    lines = [f"### Final held-out results ({title})", "",
+             "| env | base | arm | process reward | seeds | metric | mean [95 % CI] | " + " | ".join(others.values()) + " |",
+             "|---|---|---|---|---|---|---|" + "---|" * len(others)]
     index = {name: {(r["env"], r["base"], r["name"], r["metric"]): r for r in views[name][0]} for name in views}
-    for r in final[0]:
+    for r in views["final"][0]:
         key = (r["env"], r["base"], r["name"], r["metric"])
-        other = [index[v].get(key) for v in ("final_t04", "equal_total", "auc")]
+        other = [index[v].get(key) for v in others]
         lines.append(f"| {r['env']} | {r['base']} | {r['name']} | {r['process_reward'] or '–'} | {r['seeds']} | {r['metric']} | "
                      f"{_fmt(r)} | " + " | ".join(_fmt(o) if o else "–" for o in other) + " |")
-    for name, title in (("final", "equal learner env steps, T = 1.0"), ("equal_total", "equal total env steps, T = 1.0"),
-                        ("final_t04", "equal learner env steps, T = 0.4"), ("auc", "area under the held-out curve")):
-        lines += ["", f"### Paired differences: {title}", "", "| env | base | a − b | metric | seeds | difference [95 % CI] | verdict |",
+    for name, heading in differences:
+        lines += ["", f"### Paired differences: {heading}", "", "| env | base | a − b | metric | seeds | difference [95 % CI] | verdict |",
                   "|---|---|---|---|---|---|---|"]
         for d in views[name][1]:
             lines.append(f"| {d['env']} | {d['base']} | {d['names'][0]} − {d['names'][1]} | {d['metric']} | {d['seeds']} | {_fmt(d)} | {_verdict(d)} |")
-    lines += ["", "### Farmed events per held-out episode (what the misaligned reward pays, T = 1.0)", "",
-              "| env | base | arm | seeds | events per episode [95 % CI] |", "|---|---|---|---|---|"]
-    for f in farmed:
-        lines.append(f"| {f['env']} | {f['base']} | {f['name']} | {f['seeds']} | {_fmt(f)} |")
+    return lines
+
+
+def _farmed_table(farmed: list[dict], reward: str) -> list[str]:
+    lines = ["", f"### Farmed events per held-out episode (what {reward} pays, T = 1.0)", "",
+             "| env | base | arm | seeds | events per episode [95 % CI] |", "|---|---|---|---|---|"]
+    return lines + [f"| {f['env']} | {f['base']} | {f['name']} | {f['seeds']} | {_fmt(f)} |" for f in farmed]
+
+
+def tables(views: dict, farmed: list[dict], m: Matrix) -> str:
+    lines = _final_and_differences(
+        views, "T = 1.0, equal learner env steps", {"final_t04": "T = 0.4", "equal_total": "equal total steps", "auc": "AUC (speed)"},
+        (("final", "equal learner env steps, T = 1.0"), ("equal_total", "equal total env steps, T = 1.0"),
+         ("final_t04", "equal learner env steps, T = 0.4"), ("auc", "area under the held-out curve")))
+    lines += _farmed_table(farmed, "the misaligned reward")
     return "\n".join(lines) + "\n"
 
 
 def total_tables(views: dict, farmed: list[dict], rates: list[dict]) -> str:
     """``tables_total.md``: the explorer study's results, every arm at equal total env steps."""
-    lines = ["### Final held-out results (T = 1.0, equal total env steps)", "",
-             "| env | base | arm | process reward | seeds | metric | mean [95 % CI] | T = 0.4 | AUC (speed) | AUC, first third |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    index = {name: {(r["env"], r["base"], r["name"], r["metric"]): r for r in views[name][0]} for name in views}
-    for r in views["final"][0]:
-        key = (r["env"], r["base"], r["name"], r["metric"])
-        other = [index[v].get(key) for v in ("final_t04", "auc", "auc_third")]
-        lines.append(f"| {r['env']} | {r['base']} | {r['name']} | {r['process_reward'] or '–'} | {r['seeds']} | {r['metric']} | "
-                     f"{_fmt(r)} | " + " | ".join(_fmt(o) if o else "–" for o in other) + " |")
-    for name, title in (("final", "final, equal total env steps, T = 1.0"), ("auc", "area under the held-out curve"),
-                        ("auc_third", "area under the first third of the curve"), ("final_t04", "final, T = 0.4")):
-        lines += ["", f"### Paired differences: {title}", "", "| env | base | a − b | metric | seeds | difference [95 % CI] | verdict |",
-                  "|---|---|---|---|---|---|---|"]
-        for d in views[name][1]:
-            lines.append(f"| {d['env']} | {d['base']} | {d['names'][0]} − {d['names'][1]} | {d['metric']} | {d['seeds']} | {_fmt(d)} | {_verdict(d)} |")
+    lines = _final_and_differences(
+        views, "T = 1.0, equal total env steps", {"final_t04": "T = 0.4", "auc": "AUC (speed)", "auc_third": "AUC, first third"},
+        (("final", "final, equal total env steps, T = 1.0"), ("auc", "area under the held-out curve"),
+         ("auc_third", "area under the first third of the curve"), ("final_t04", "final, T = 0.4")))
     lines += ["", "### Training rollouts (per episode, mean over the run; 95 % CI over seeds)", "",
               "| env | base | arm | seeds | learner success | explorer success | explorer − learner | learner's process events (its reward's) | explorer's process events | explorer's share of wins |",
               "|---|---|---|---|---|---|---|---|---|---|"]
@@ -493,10 +492,7 @@ def total_tables(views: dict, farmed: list[dict], rates: list[dict]) -> str:
         cells = [_fmt(metrics[k]) if k in metrics else "–" for k in
                  ("train_success", "explorer_train_success", "explorer_success_gap", "train_events", "explorer_events", "explorer_win_share")]
         lines.append(f"| {env} | {base} | {arm} | {metrics['train_success']['seeds']} | " + " | ".join(cells) + " |")
-    lines += ["", "### Farmed events per held-out episode (what the farmable `events` reward pays, T = 1.0)", "",
-              "| env | base | arm | seeds | events per episode [95 % CI] |", "|---|---|---|---|---|"]
-    for f in farmed:
-        lines.append(f"| {f['env']} | {f['base']} | {f['name']} | {f['seeds']} | {_fmt(f)} |")
+    lines += _farmed_table(farmed, "the farmable `events` reward")
     return "\n".join(lines) + "\n"
 
 
