@@ -648,7 +648,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     finally:
-        if threads is not None:
+        # only where a command changed it: torch.set_num_threads also re-sets MKL's and OpenMP's thread
+        # counts, which changes later float results in this process even at the same number
+        if threads is not None and torch.get_num_threads() != threads:
             torch.set_num_threads(threads)
 
 
