@@ -78,8 +78,9 @@ def test_lora_runs_resume_exactly_and_export_adapters_and_merged_models(tmp_path
     ids, mask = batch.input_ids, batch.attention_mask
     with torch.no_grad(), full.policy.routing():
         expected = full.policy.model(input_ids=ids, attention_mask=mask).logits
-    # merged weights sum W + BA once, where the adapter adds BA x to W x: float32 rounding of order 1e-6 of the logits
-    assert torch.allclose(plain(input_ids=ids, attention_mask=mask).logits, expected, atol=1e-4, rtol=1e-4)
+    # merged weights sum W + BA once, where the adapter adds BA x to W x: float32 rounding, up to 1.3e-4 of logits
+    # of ~5 after two steps at lr 1e-2 (measured on an Intel Xeon); a wrong merge is off by whole units
+    assert torch.allclose(plain(input_ids=ids, attention_mask=mask).logits, expected, atol=1e-3, rtol=1e-4)
 
 
 def test_full_fine_tuning_reference_is_bfloat16_under_mixed_precision_and_can_live_on_the_cpu():
