@@ -118,6 +118,12 @@ def _pick(rng: random.Random, root: Path, files: tuple[str, ...] = RECORDS) -> P
     return path
 
 
+def _picked_record(rng: random.Random, root: Path) -> tuple[Path, Any]:
+    """A record ``_pick`` chose, and its parsed content: what every record mutation starts from."""
+    path = _pick(rng, root)
+    return path, json.loads(path.read_text())
+
+
 BAD_SCALARS = ["x", None, [], {}, True, [[1]], -1, 2**70, NAN, INF, BIG]
 BAD_ENTRIES = {
     "success": [5, -1, 0.5, "1", None, [1], True, NAN, INF, 2],
@@ -129,8 +135,7 @@ BAD_ENTRIES = {
 
 
 def delete_field(rng, root):
-    path = _pick(rng, root)
-    data = json.loads(path.read_text())
+    path, data = _picked_record(rng, root)
     field = rng.choice(sorted(data))
     del data[field]
     path.write_text(_dump(data))
@@ -138,8 +143,7 @@ def delete_field(rng, root):
 
 
 def wrong_field(rng, root):
-    path = _pick(rng, root)
-    data = json.loads(path.read_text())
+    path, data = _picked_record(rng, root)
     field = rng.choice(sorted(data))
     value = rng.choice([v for v in BAD_SCALARS if not (field == "split" and v == "x")])  # another split's name is another plan
     data[field] = value
@@ -148,8 +152,7 @@ def wrong_field(rng, root):
 
 
 def wrong_entry(rng, root):
-    path = _pick(rng, root)
-    data = json.loads(path.read_text())
+    path, data = _picked_record(rng, root)
     column = rng.choice(sorted(BAD_ENTRIES))
     position = rng.randrange(len(data[column]))
     value = rng.choice(BAD_ENTRIES[column])
@@ -159,8 +162,7 @@ def wrong_entry(rng, root):
 
 
 def swap_seeds(rng, root):
-    path = _pick(rng, root)
-    data = json.loads(path.read_text())
+    path, data = _picked_record(rng, root)
     seeds = data["episode_seed"]
     i, j = rng.sample(range(len(seeds)), 2)
     seeds[i], seeds[j] = seeds[j], seeds[i]
@@ -283,16 +285,14 @@ def reformat(rng, root):
 
 
 def extra_field(rng, root):
-    path = _pick(rng, root)
-    data = json.loads(path.read_text())
+    path, data = _picked_record(rng, root)
     data[rng.choice(["note", "host", "zz"])] = rng.choice(["x", [1, 2], {"a": None}, 3.5])
     path.write_text(_dump(data))
     return "record: an unknown field added", True
 
 
 def float_success(rng, root):
-    path = _pick(rng, root)
-    data = json.loads(path.read_text())
+    path, data = _picked_record(rng, root)
     data["success"] = [float(v) for v in data["success"]]
     path.write_text(_dump(data))
     return "record: success as 0.0/1.0", True

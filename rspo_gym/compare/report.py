@@ -40,7 +40,7 @@ def _figures(summary: dict[str, Any], out: Path) -> list[str]:
     if rows and forest_plot(rows, out / "forest.png", title=f"{summary['env']}: each group − {summary['baseline']}",
                             xlabel="paired difference (95 % interval; green better, red worse)"):
         written.append("forest.png")
-    steps = summary.get("x") == "total_env_steps"  # equal compute: the curves over total env steps
+    steps = summary["x"] == "total_env_steps"  # equal compute: the curves over total env steps
     for metric in summary["metrics"]:
         bands = [Band(g["name"], c["env_steps"] if steps else c["iterations"], c["mean"], c["ci_low"], c["ci_high"])
                  for g in summary["groups"] if (c := g["curve"].get(metric))]
@@ -62,10 +62,10 @@ def report_markdown(summary: dict[str, Any], figures: list[str]) -> str:
                       f"only, not the training noise."]
     if summary["evaluated_runs"]:
         lines += ["", f"Evaluated now (no record of the final policy on these episodes): {len(summary['evaluated_runs'])} runs."]
-    if summary.get("x") == "total_env_steps":
+    if summary["x"] == "total_env_steps":
         lines += ["", f"Paired at equal compute: each run's last held-out record within {summary['total_env_steps']:,.0f} total env "
                       f"steps (the most every run reached, an explorer's steps included)."]
-    if summary.get("auc_env_steps"):
+    if summary["auc_env_steps"]:
         start, end = summary["auc_env_steps"]
         lines += ["", f"Area under the held-out curve: over total env steps {start:,.0f} to {end:,.0f}, divided by their span."]
     elif summary["auc_iterations"]:
@@ -73,7 +73,7 @@ def report_markdown(summary: dict[str, Any], figures: list[str]) -> str:
     else:
         lines += ["", "No area under the curve: the runs have no records on these episodes at two common points."]
     lines += [""] + [f"![{name}]({name})" for name in figures]
-    has_auc = bool(summary["auc_iterations"] or summary.get("auc_env_steps"))
+    has_auc = bool(summary["auc_iterations"] or summary["auc_env_steps"])
     lines += ["", "## Groups", "", "| group | seeds | " + " | ".join(f"final {m} [95 % CI]" for m in summary["metrics"])
               + "".join(f" | AUC {m} [95 % CI]" for m in summary["metrics"] if has_auc) + " |",
               "|---|---|" + "---|" * (len(summary["metrics"]) * (2 if has_auc else 1))]
