@@ -233,7 +233,7 @@ class EnvPlan:
     """Episodes per held-out task, averaged into the task's row: at T = 1.0 one episode's win is a
     coin flip, and more episodes shrink that noise in every interval and paired difference."""
     task_type: str | None = None
-    """ALFWorld: one task type for everything: training on the first ``TYPED_POOL`` train tasks of
+    """ALFWorld: one task type for everything: training on the first ``train_pool`` train tasks of
     it, the clone on the next ones, and held out on the tasks of it among each split's first
     ``count`` (None: all six types, training tasks drawn by seed)."""
     bases: dict = field(default_factory=dict)
@@ -250,11 +250,25 @@ class EnvPlan:
     """What ``learner_steps`` and the evaluation points count: ``learner`` env steps (an
     explorer's come on top) or ``total`` env steps, the explorer's (and its warm-up's) included:
     equal compute, every arm measured at the same total-step marks."""
+    train_pool: int = 1000
+    """Training tasks of a ``task_type`` plan: the first this many train tasks of the type (the
+    quick start's 64 for the LLM; the clone's come after them)."""
+    run_folders: bool = False
+    """Cells are run folders (``cells_runs/<cell>/``: the trainer's ``config.json``,
+    ``metrics.jsonl``, ``evaluations/``, ``policy/``, plus ``cell.json``), compared by
+    ``rspo-gym compare``'s library; the start is measured once and its record is each run's
+    ``evaluations/000000.json``. Needs one held-out split. False: the fast matrix's JSON cells."""
+    explorer: tuple = ()
+    """RSPO levers over every explorer arm's own on this plan, ``((field, value), ...)``: the
+    chosen explorer's warm-up is a quarter of the budget, so it scales with the plan."""
+    start_name: str = ""
+    """The regime's ``start`` where it is not a clone of ours (the LLM's: ``expert-clone``, the
+    preset model that is itself a behaviour clone of the expert)."""
 
     @property
     def start(self) -> str:
-        """``untrained`` or ``clone-<episodes>``."""
-        return f"clone-{self.clone[0]}" if self.clone[0] else "untrained"
+        """``untrained``, ``clone-<episodes>`` or the plan's ``start_name``."""
+        return self.start_name or (f"clone-{self.clone[0]}" if self.clone[0] else "untrained")
 
     @property
     def regime_info(self) -> dict:
@@ -313,8 +327,6 @@ def regimes(env_id: str, plans) -> dict:
     return out
 
 
-TYPED_POOL = 1000
-"""Training tasks of a ``task_type`` plan (a finite pool, as the quick start's)."""
 
 
 @functools.lru_cache(maxsize=None)
@@ -328,8 +340,8 @@ def typed_task_ids(split: str, task_type: str, count: int) -> list[int]:
 def typed_train_tasks(plan: EnvPlan) -> tuple[list[int], list[int]]:
     """A ``task_type`` plan's training pool and, after it, the clone's tasks: one scan of the
     train split (~15 s for 1,000 tasks) serves both."""
-    ids = typed_task_ids("train", plan.task_type, TYPED_POOL + plan.clone[0])
-    return ids[:TYPED_POOL], ids[TYPED_POOL:]
+    ids = typed_task_ids("train", plan.task_type, plan.train_pool + plan.clone[0])
+    return ids[:plan.train_pool], ids[plan.train_pool:]
 
 
 @dataclass(frozen=True)
@@ -399,6 +411,21 @@ V1_FRACTIONS = (1 / 6, 1 / 3, 2 / 3, 1.0)
 V1_GRPO_ARMS = ("outcome", "outcome-nm", "dense-helpful", "dense-misaligned", "agent-helpful", "agent-misaligned")
 V1_OTHER_ARMS = ("outcome", "outcome-nm", "agent-helpful")
 
+LLM_TRAINER = {"model": "tiny-alfworld", "num_groups": 4, "group_size": 4, "learning_rate": 3e-4, "max_turns": 25, "eval_temperature": 1.0,
+               "eval_every": 0, "checkpoint_every": 0, "progress": False}
+"""The quick start's training (``QuickstartConfig.trainer_overrides``): 4 groups of 4 at lr 3e-4, 25
+turns, held out at the training temperature (at 0.4 the tiny clone's success swings between
+checkpoints, hiding a gain)."""
+LLM_ALFWORLD = EnvPlan(7_500, LLM_TRAINER, heldout=(("valid_seen", 140),), heldout_episodes=8, task_type="pick_and_place_simple",
+                       train_pool=64, model="tiny-alfworld", regime=True, axis="total", run_folders=True, start_name="expert-clone",
+                       explorer=(("explorer_warmup_iterations", 12),))
+"""The LLM matrix on ALFWorld at the quick start's task type and scale: ``tiny-alfworld`` trained on
+the first 64 ``pick_and_place_simple`` train tasks to 7,500 *total* env steps (the quick start's 24
+iterations of 16 episodes take about that), held out on the 35 tasks of the type in ``valid_seen``
+x 8 episodes (an evaluation is ~13 s of a ~10 min cell: the update dominates). The chosen
+explorer's warm-up is a quarter of the budget, as on WebShop: 12 iterations of its 8 episodes."""
+LLM_GRPO_ARMS = ("outcome", "agent-helpful", "dense-helpful", "outcome-nm", "agent-misaligned", "dense-misaligned")
+LLM_OTHER_ARMS = ("outcome", "agent-helpful")
 _MICRO = {**COMMON, "num_groups": 2, "group_size": 2, "max_turns": 5}
 _MICRO_V1 = {**_MICRO, "env_kwargs": {"num_products": 200}}
 PLANS = {
@@ -427,6 +454,13 @@ PLANS = {
     # seconds: the v1 pipeline at equal total steps (tests)
     "micro-v1": Plan({WEBSHOP_V1: EnvPlan(60, _MICRO_V1, heldout=(("test", 3),), axis="total")},
                      (("grpo", (0,), ("outcome", "outcome-nm", "agent-helpful")),), fractions=V1_FRACTIONS),
+    # the LLM matrix (docs/results_llm_matrix.md): tiny-alfworld at the quick start's scale, run folders, equal total env steps
+    "llm-alfworld": Plan(regimes(ALFWORLD, [LLM_ALFWORLD]), (("grpo", tuple(range(10)), LLM_GRPO_ARMS), ("ppo", tuple(range(5)), LLM_OTHER_ARMS),
+                                                        ("gigpo", tuple(range(5)), LLM_OTHER_ARMS))),
+    # seconds: the run-folder pipeline with the LLM (tests)
+    "llm-micro": Plan(regimes(ALFWORLD, [replace(LLM_ALFWORLD, learner_steps=40, train_pool=4, heldout_episodes=2, explorer=(("explorer_warmup_iterations", 1),),
+                                                 trainer={**LLM_TRAINER, "num_groups": 1, "group_size": 2, "max_turns": 5})]),
+                      (("grpo", (0, 1), ("outcome", "agent-helpful")),)),
     # seconds: the regimes pipeline (tests); the plain drrn in both regimes
     "micro-regimes": Plan(regimes(ALFWORLD, [EnvPlan(60, _MICRO, clone=clone, heldout=(("valid_seen", 2),)) for clone in ((0, 0), (2, 1))]),
                           (("grpo", (0, 1), ("outcome", "dense-helpful", "explorer-helpful")),)),
@@ -443,6 +477,9 @@ def make_trainer(env_id: str, base: str, arm: Arm, seed: int, plan: EnvPlan, out
                     output_dir=output_dir)
     if plan.task_type:
         settings["train_task_ids"] = typed_train_tasks(plan)[0]
+    if plan.run_folders:  # the runs evaluate at the plan's points (run_folder_cell), on the plan's episodes
+        split, ids = heldout_episodes(plan)
+        settings.update(eval_split=split, eval_task_ids=ids, eval_tasks=len(ids), eval_every=0)
     groups, size = settings.pop("num_groups"), settings.pop("group_size")
     if base == "ppo":  # PPO needs no groups: the same episodes per iteration, one per task
         groups, size = groups * size, 1
@@ -452,7 +489,8 @@ def make_trainer(env_id: str, base: str, arm: Arm, seed: int, plan: EnvPlan, out
         if swap == "explorer":
             if base == "ppo":  # one explorer episode per task needs a learner group: 2 + 1 per task
                 groups, size = groups // 2, 2
-            extra = {"explorer_group_size": max(1, size // 2), "explorer_sync_every": arm.sync, **dict(EARLIER_EXPLORER), **dict(arm.explorer)}
+            extra = {"explorer_group_size": max(1, size // 2), "explorer_sync_every": arm.sync, **dict(EARLIER_EXPLORER), **dict(arm.explorer),
+                     **dict(plan.explorer)}
         return RSPOTrainer(env_id, base=base, swap=swap, reward="outcome", num_groups=groups, group_size=size, **settings, **extra)
     if arm.extra_samples:  # N + M: the explorer arms' M = N / 2 (PPO's: one more episode per pair of tasks)
         groups, size = (groups * 3 // 2, 1) if base == "ppo" else (groups, size + max(1, size // 2))
@@ -575,6 +613,102 @@ def run_cell(key: str, base: str, arm_name: str, seed: int, plan: Plan, cache: P
     return {**record, "seconds": time.perf_counter() - started, "peak_rss_mb": peak_rss_mb()}
 
 
+def heldout_episodes(plan: EnvPlan) -> tuple[str, list[int]]:
+    """A run-folder plan's held-out split and the task ids its evaluations play: every held-out
+    task (of the plan's type) ``heldout_episodes`` times, each position with its own episode seed,
+    so every cell and the start play the same episodes (``rspo-gym compare`` averages a task's
+    episodes into one column, and resamples tasks)."""
+    if len(plan.heldout) != 1:
+        raise ValueError(f"a run-folder plan holds out on one split (rspo-gym compare compares one), got {plan.heldout}")
+    split, count = plan.heldout[0]
+    ids = [t for t in typed_task_ids(split, plan.task_type, count) if t < count] if plan.task_type else list(range(count))
+    return split, ids * plan.heldout_episodes
+
+
+def run_folder(out: Path, key: str, base: str, arm: str, seed: int) -> Path:
+    """``runs/<env>[-<regime>]-<base>-<arm>-seed<k>/``: a run-folder cell."""
+    return out / "runs" / f"{short(key)}-{base}-{arm}-seed{seed}"
+
+
+def start_record_path(out: Path, key: str) -> Path:
+    """``starts/<env>[-<regime>].record.json``: a run-folder plan's start, measured once."""
+    return out / "starts" / f"{short(key)}.record.json"
+
+
+def is_done(folder: Path) -> bool:
+    """A run-folder cell is finished once its ``cell.json`` is written (the last thing it writes)."""
+    return (folder / "cell.json").is_file()
+
+
+def measure_start(key: str, plan: Plan) -> dict:
+    """The evaluation record of a run-folder plan's start (iteration 0, no env steps): the same
+    policy and episodes for every seed and arm (the preset model, the fixed evaluation seed), so it
+    is measured once (a fresh worker process)."""
+    import torch
+
+    torch.set_num_threads(1)
+    env_id, env_plan = env_of(key), plan.envs[key]
+    trainer = make_trainer(env_id, "grpo", ARMS["outcome"], 0, env_plan)
+    try:
+        _, record = trainer.evaluate_record()
+    finally:
+        trainer.close()
+    return record
+
+
+def run_folder_cell(key: str, base: str, arm_name: str, seed: int, plan: Plan, out: Path) -> dict:
+    """Train one cell of a run-folder plan into its run folder, evaluating its policy (records
+    in ``evaluations/``) at each of the plan's points of the budget, on the plan's ``axis``; then
+    copy the start's record in as iteration 0 and write ``cell.json`` (a fresh worker process). A
+    folder an interrupted cell left is removed first: a cell is minutes, and rerunning it whole
+    keeps its records the uninterrupted run's."""
+    import shutil
+
+    import torch
+
+    from rspo_gym.quickstart import cpu_description
+    from rspo_gym.training.eval_records import write_evaluation
+
+    torch.set_num_threads(1)
+    env_id = env_of(key)
+    arm, env_plan = ARMS[arm_name], plan.envs[key].for_base(base)
+    folder = run_folder(out, key, base, arm_name, seed)
+    if folder.exists():
+        shutil.rmtree(folder)
+    started = time.perf_counter()
+    budget, axis = env_plan.learner_steps, env_plan.axis
+    points = [round(f * budget) for f in plan.fractions]
+    counted = {"learner": 0, "total": 0}
+    trainer = make_trainer(env_id, base, arm, seed, env_plan, output_dir=str(folder))
+
+    def after_iteration(trainer, metrics) -> bool:
+        counted["learner"] += int(metrics["env_steps"]) - int(metrics.get("explorer/env_steps", 0))
+        counted["total"] += int(metrics["env_steps"])
+        if points and counted[axis] >= points[0]:  # a point is measured once, at the first iteration past it
+            _, record = trainer.evaluate_record(iteration=int(metrics["iteration"]), env_steps=counted["total"])
+            write_evaluation(folder, record)
+        while points and counted[axis] >= points[0]:
+            points.pop(0)
+        return bool(points)
+
+    try:
+        history = trainer.learn(10**6, callback=after_iteration)
+    finally:
+        trainer.close()
+    write_evaluation(folder, json.loads(start_record_path(out, key).read_text()))
+    (folder / "checkpoint.pt").unlink(missing_ok=True)  # finished: nothing to resume, and it is the optimizer's state
+    shutil.rmtree(folder / "checkpoint_tensors", ignore_errors=True)
+    process = arm.process(env_id, env_plan.helpful)
+    cell = {"env": env_id, "regime": env_plan.regime_info, "base": base, "arm": arm_name, "kind": arm.kind,
+            "process_reward": process.name if process else None, "process_once": bool(process and process.once),
+            "explorer": dict(arm.explorer) | dict(env_plan.explorer) if arm.has_explorer else {}, "extra_samples": arm.extra_samples,
+            "axis": axis, "seed": seed, "iterations": len(history), "learner_steps": counted["learner"], "total_steps": counted["total"],
+            "generated_tokens": int(sum(row["generated_tokens"] for row in history)), "seconds": time.perf_counter() - started,
+            "peak_rss_mb": peak_rss_mb(), "cpu": cpu_description()}
+    write_json(folder / "cell.json", cell)
+    return cell
+
+
 def evaluate_start(key: str, seed: int, plan: Plan, cache: Path | None = None, episode_counts: tuple[int, ...] = (1,)) -> dict:
     """The seed's starting policy, held out as the cells are (both temperatures), at each of
     ``episode_counts`` episodes per task (the bases' own, ``EnvPlan.episode_counts``). The start
@@ -679,6 +813,39 @@ def _select(plan: Plan, args: argparse.Namespace) -> Plan:
     return replace(plan, envs=envs, cells=tuple(cells))
 
 
+def run_folder_matrix(plan: Plan, out: Path, jobs: int) -> int:
+    """Run a run-folder plan: each env plan's start once (``measure_start``), then every cell not
+    finished (``is_done``), ``jobs`` at a time in fresh processes with torch's AVX2 kernels and
+    MKL's AVX2 branch (as the quick start: the same numbers on every Intel CPU)."""
+    from rspo_gym.quickstart import pin_cpu_kernels
+
+    pin_cpu_kernels("avx2")  # inherited by the spawned workers, which load torch after it
+    if not all(p.run_folders for p in plan.envs.values()):
+        raise ValueError("a preset's plans are all run-folder plans or none")
+    for folder in ("starts", "runs"):
+        (out / folder).mkdir(parents=True, exist_ok=True)
+    starts = [key for key in plan.envs if not start_record_path(out, key).exists()]
+    todo = [key for key in plan.todo() if not is_done(run_folder(out, *key))]
+    print(f"{len(starts)} starts and {len(todo)} cells to run ({len(plan.todo())} in the plan) in {out}", flush=True)
+
+    def keep(key: tuple, result: dict, done: int, total: int) -> None:
+        kind, key = key
+        if kind == "start":
+            write_json(start_record_path(out, *key), result)
+            print(f"[{done}/{total}] start {key[0]}: held-out success {sum(result['success']) / len(result['success']):.3f}", flush=True)
+            return
+        final = json.loads(sorted((run_folder(out, *key) / "evaluations").glob("*.json"))[-1].read_text())
+        print(f"[{done}/{total}] cell {' '.join(map(str, key))}: held-out success {sum(final['success']) / len(final['success']):.3f} "
+              f"({result['seconds']:.0f} s)", flush=True)
+
+    failed = run_fresh([(("start", (key,)), measure_start, (key, plan)) for key in starts], jobs, keep)
+    if not failed:
+        failed = run_fresh([(("cell", key), run_folder_cell, (*key, plan, out)) for key in todo], jobs, keep)
+    if failed:
+        print(f"{failed} job(s) failed; rerun to retry them (finished cells are kept)", file=sys.stderr)
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", choices=sorted(PLANS), default="matrix")
@@ -709,6 +876,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         parser.error(str(error))
     out = args.out or Path("results/rspo_matrix") / args.preset
+    if any(p.run_folders for p in plan.envs.values()):
+        return run_folder_matrix(plan, out, args.jobs)
     for folder in ("cells", "starts", "clones"):
         (out / folder).mkdir(parents=True, exist_ok=True)
     seeds = sorted({s for _, seeds, _ in plan.cells for s in seeds})

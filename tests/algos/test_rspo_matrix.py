@@ -68,21 +68,20 @@ def test_a_pilot_sets_any_trainer_setting_of_every_cell_and_keeps_the_rest(monke
     assert alfworld.heldout_episodes == 4 and m.ENVS[m.ALFWORLD].heldout_episodes == 1
 
 
-def test_a_typed_plan_trains_clones_and_holds_out_on_its_task_type_only(monkeypatch):
+def test_a_typed_plan_trains_clones_and_holds_out_on_its_task_type_only():
     from rspo_gym.envs.alfworld.tasks import GeneratedTasks
 
     m = _module("rspo_matrix")
-    monkeypatch.setattr(m, "TYPED_POOL", 20)  # the real pool's 1,000 take ~15 s to find
     kind = "pick_and_place_simple"
-    plan = m.EnvPlan(100, m.COMMON, clone=(3, 1), heldout=(("valid_seen", 140),), task_type=kind)
+    plan = m.EnvPlan(100, m.COMMON, clone=(3, 1), heldout=(("valid_seen", 140),), task_type=kind, train_pool=20)  # the default 1,000 take ~15 s to find
     trainer = m.make_trainer(m.ALFWORLD, "grpo", m.ARMS["outcome"], 0, plan)
     try:
         train = trainer.config.train_task_ids
-        clone = m.typed_task_ids("train", kind, m.TYPED_POOL + 3)[m.TYPED_POOL:]
+        clone = m.typed_task_ids("train", kind, 20 + 3)[20:]
         held_out = m.typed_task_ids("valid_seen", kind, 140)
     finally:
         trainer.close()
-    assert len(train) == m.TYPED_POOL and len(clone) == 3 and not set(train) & set(clone)
+    assert len(train) == 20 and len(clone) == 3 and not set(train) & set(clone)
     train_split = GeneratedTasks("train")
     assert {train_split.world(t).task.task_type for t in train + clone} == {kind}
     assert len(held_out) == 35 and {GeneratedTasks("valid_seen").world(t).task.task_type for t in held_out} == {kind}
