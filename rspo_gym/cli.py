@@ -604,9 +604,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--one-seed", action="store_true",
                          help="accept groups of one seed: their intervals then cover the held-out tasks only, not training noise")
     compare.add_argument("--replicates", type=int, default=2000, help="bootstrap resamples per interval (100 to 100,000)")
-    compare.add_argument("--x", choices=("iterations", "total_env_steps"), default="iterations",
-                         help="pair runs at equal learner iterations (default) or at equal total env steps: equal compute, an "
-                              "RSPO explorer's steps included (read from the runs' held-out records)")
+    compare.add_argument("--x", choices=("iterations", "total_env_steps", "learner_env_steps"), default="iterations",
+                         help="pair runs at equal learner iterations (default), at equal total env steps (equal compute, an "
+                              "RSPO explorer's steps included) or at equal env steps of the learner's own episodes")
     compare.set_defaults(run=_compare)
 
     config = commands.add_parser("config", help="every config field of an algorithm, with its default and doc")

@@ -52,7 +52,8 @@ def test_runs_are_paired_at_the_total_env_steps_every_run_reached(runs, tmp_path
     assert all(steps[-1] > budget for steps in rspo_steps)  # RSPO's last evaluation is past the GRPO runs' compute
     groups = {g["name"]: g for g in summary["groups"]}
     for name in ("grpo", "rspo"):
-        at_budget = [[rec for rec in run if rec["env_steps"] <= budget][-1]["success"] for run in records[name]]
+        at_budget = [curve_at([rec["env_steps"] for rec in run], np.array([rec["success"] for rec in run], float), [budget])
+                     for run in records[name]]  # each run's curve read at the budget
         assert groups[name]["final"]["success"]["mean"] == pytest.approx(np.mean(at_budget))
         grid = sorted({start, budget} | {rec["env_steps"] for run in every for rec in run if start <= rec["env_steps"] <= budget})
         areas = [area_under_curve(grid, curve_at([rec["env_steps"] for rec in run], np.array([rec["success"] for rec in run], float), grid))

@@ -81,8 +81,9 @@ def compare_runs(runs: Sequence[str | Path] = (), *, groups: Mapping[str, str | 
     ``tasks``: on the first ``tasks`` tasks of the held-out split (default: the first run's last
     evaluation's tasks); ``one_seed``: accept groups of one seed (intervals over tasks only);
     ``replicates``: bootstrap resamples; ``progress``: a bar per evaluation; ``x``: pair the runs at
-    equal ``iterations`` or at equal ``total_env_steps`` (equal compute, an RSPO explorer's steps
-    included; read from the runs' records). ``out`` is replaced whole or left as it was
+    equal ``iterations``, at equal ``total_env_steps`` (equal compute, an RSPO explorer's steps
+    included; read from the runs' records) or at equal ``learner_env_steps`` (the learner's own
+    episodes'; from ``metrics.jsonl``). ``out`` is replaced whole or left as it was
     (``report.write_report``); a run being written, a record that is not one rspo-gym wrote, or
     options out of bounds are a ``UserError`` in one line.
     """

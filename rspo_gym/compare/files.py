@@ -10,7 +10,8 @@ never printed as a number or left to a traceback further on.
   interpreter's stack is refused, not a ``RecursionError`` (``NaN`` and ``Infinity`` parse, and
   the checks of the fields that hold them refuse them by name).
 - ``read_config``: a run's ``config.json`` as such a file.
-- ``last_iteration``: the highest ``iteration`` in ``metrics.jsonl``, read line by line under caps.
+- ``last_iteration``: the highest ``iteration`` in ``metrics.jsonl``, read line by line under caps;
+  ``learner_env_steps``: the learner's env steps by iteration, from the same rows.
 - ``read_records``: the run's ``evaluations/<iteration>.json`` records, each checked field by field
   (``training/eval_records.py`` documents them): types, lengths, success in {0, 1}, scores finite
   (in [0, 1] on the suite's envs), the episode seeds the record's ``eval_seed`` gives.
@@ -28,7 +29,7 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -43,7 +44,7 @@ except ImportError:  # Windows: no flock, so no writer's lock to see
 
 __all__ = [
     "MAX_RECORD_BYTES", "MAX_CONFIG_BYTES", "MAX_METRICS_BYTES", "MAX_METRICS_LINE", "MAX_ITERATION", "SCORED_ENVS",
-    "read_bytes", "read_json", "read_config", "last_iteration", "episode_seeds", "check_record", "read_records",
+    "read_bytes", "read_json", "read_config", "last_iteration", "learner_env_steps", "episode_seeds", "check_record", "read_records",
     "check_not_running",
 ]
 
@@ -123,15 +124,15 @@ def _is_int(value: Any, low: int = 0, high: int = MAX_ITERATION) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
-def last_iteration(folder: str | Path) -> int:
-    """The highest ``iteration`` in ``folder``'s ``metrics.jsonl`` (0 without one). The file is
-    rewritten whole by the trainer, so a line that is not a row with a counter for an iteration
-    is damage, refused with its line number (a row's other values may be anything, NaN included:
-    compare uses none of them)."""
+def _metrics_rows(folder: str | Path) -> Iterator[dict[str, Any]]:
+    """The rows of ``folder``'s ``metrics.jsonl`` (none without one), read line by line under
+    caps. The file is rewritten whole by the trainer, so a line that is not a row with a counter
+    for an iteration is damage, refused with its line number (a row's other values may be
+    anything, NaN included: each reader checks the ones it uses)."""
     path = Path(folder) / "metrics.jsonl"
     if not os.path.lexists(path):
-        return 0
-    last, total = 0, 0
+        return
+    total = 0
     with io.BufferedReader(io.FileIO(_open_regular(path), "rb")) as f:
         for number, line in enumerate(iter(lambda: f.readline(MAX_METRICS_LINE + 1), b""), 1):
             total += len(line)
@@ -152,8 +153,27 @@ def last_iteration(folder: str | Path) -> int:
             iteration = row.get("iteration") if isinstance(row, dict) else None
             if not _is_int(iteration):
                 raise UserError(f"{path}: line {number} has no iteration count (got {_show(iteration)}), not a row rspo-gym wrote")
-            last = max(last, iteration)
-    return last
+            yield row
+
+
+def last_iteration(folder: str | Path) -> int:
+    """The highest ``iteration`` in ``folder``'s ``metrics.jsonl`` (0 without one)."""
+    return max((row["iteration"] for row in _metrics_rows(folder)), default=0)
+
+
+def learner_env_steps(folder: str | Path) -> dict[int, int] | None:
+    """Iteration -> the env steps the learner took up to and including it (0 -> 0), from
+    ``metrics.jsonl``: each row's ``env_steps`` less an RSPO explorer's (``explorer/env_steps``,
+    its warm-up's included). None where a row lacks a count or its counts are not ones the trainer
+    writes: such a run cannot be paired at equal learner steps, and compare says so when asked."""
+    out, done = {0: 0}, 0
+    for row in sorted(_metrics_rows(folder), key=lambda r: r["iteration"]):
+        steps, explorer = row.get("env_steps"), row.get("explorer/env_steps", 0)
+        if not _is_int(steps) or not _is_int(explorer, high=steps):
+            return None
+        done += steps - explorer
+        out[row["iteration"]] = done
+    return out
 
 
 def _show(value: Any) -> str:

@@ -54,7 +54,7 @@ def _figures(summary: dict[str, Any], out: Path) -> list[str]:
 def report_markdown(summary: dict[str, Any], figures: list[str]) -> str:
     """``report.md``: the answer first (one sentence per comparison), then the figures and tables."""
     lines = [f"# Comparison on {summary['env']}", "",
-             f"Held-out split {summary['split']}, {summary['tasks']} tasks, temperature {summary['temperature']}, "
+             f"Held-out split {summary['split']}, {summary['tasks']} tasks ({summary['episodes']} episodes), temperature {summary['temperature']}, "
              f"every run on the same episodes (evaluation seed {summary['eval_seed']}). Baseline: **{summary['baseline']}**.", ""]
     lines += [f"- {d['sentence']}" for d in summary["differences"]] or ["- one group: nothing to compare it with."]
     if summary["one_seed_groups"]:
@@ -63,11 +63,14 @@ def report_markdown(summary: dict[str, Any], figures: list[str]) -> str:
     if summary["evaluated_runs"]:
         lines += ["", f"Evaluated now (no record of the final policy on these episodes): {len(summary['evaluated_runs'])} runs."]
     if summary["x"] == "total_env_steps":
-        lines += ["", f"Paired at equal compute: each run's last held-out record within {summary['total_env_steps']:,.0f} total env "
-                      f"steps (the most every run reached, an explorer's steps included)."]
+        lines += ["", f"Paired at equal compute: each run's held-out curve read at {summary['total_env_steps']:,.0f} total env "
+                      f"steps (the most every run reached, an explorer's steps included), joined linearly between its records."]
+    elif summary["x"] == "learner_env_steps":
+        lines += ["", f"Paired at equal learner steps: each run's held-out curve read at {summary['learner_env_steps']:,.0f} env steps "
+                      f"of its learner's own episodes (the most every run reached), joined linearly between its records."]
     if summary["auc_env_steps"]:
         start, end = summary["auc_env_steps"]
-        lines += ["", f"Area under the held-out curve: over total env steps {start:,.0f} to {end:,.0f}, divided by their span."]
+        lines += ["", f"Area under the held-out curve: over {summary['x'].replace('_', ' ')} {start:,.0f} to {end:,.0f}, divided by their span."]
     elif summary["auc_iterations"]:
         lines += ["", f"Area under the held-out curve: over iterations {summary['auc_iterations']}, divided by their span."]
     else:

@@ -13,6 +13,7 @@ Nothing here imports torch until a run must be evaluated.
 
 from __future__ import annotations
 
+import functools
 import glob
 import importlib.util
 import json
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from rspo_gym.compare.files import check_not_running, episode_seeds, last_iteration, read_config, read_records
+from rspo_gym.compare.files import check_not_running, episode_seeds, last_iteration, learner_env_steps, read_config, read_records
 from rspo_gym.errors import UserError
 from rspo_gym.training.envs import default_eval_split
 from rspo_gym.training.runs import find_run
@@ -52,6 +53,15 @@ class Run:
     config: dict[str, Any]
     records: list[dict[str, Any]]
     last_iteration: int
+    has_policy: bool = True
+    """Whether ``policy/`` is there: a run whose weights were removed to save space still compares
+    on its records, but cannot be evaluated anew."""
+
+    @functools.cached_property
+    def learner_steps(self) -> dict[int, int] | None:
+        """Iteration -> the learner's env steps by then (``files.learner_env_steps``), read only
+        when runs are paired at equal learner steps."""
+        return learner_env_steps(self.path)
 
     @property
     def seed(self) -> int:
@@ -86,16 +96,17 @@ class Group:
 
 
 def load_run(path: str | Path) -> Run:
-    """The run in folder ``path``; ``UserError`` when it is none (no ``policy/`` beside a
-    trainer's ``config.json``), when another process is still writing it, or when its
-    ``config.json``, ``metrics.jsonl`` or records are not files rspo-gym wrote (``files.py``)."""
+    """The run in folder ``path``; ``UserError`` when it is none (neither ``policy/`` nor
+    ``evaluations/`` beside a trainer's ``config.json``), when another process is still writing
+    it, or when its ``config.json``, ``metrics.jsonl`` or records are not files rspo-gym wrote
+    (``files.py``)."""
     from rspo_gym.training.config import load_config
 
-    found = find_run(path)
+    found = find_run(path) or _records_only(path)
     if found is None:
         inside = Path(path).is_dir() and any(find_run(p) for p in Path(path).iterdir() if p.is_dir())
         hint = f": it holds run folders, give them as {Path(path) / '*'}" if inside else \
-            " (a run folder holds config.json and policy/, as rspo-gym train writes them)"
+            " (a run folder holds config.json and policy/ or evaluations/, as rspo-gym train writes them)"
         raise UserError(f"{path} is not a run folder{hint}")
     _, config_path = found
     folder = config_path.parent
@@ -111,7 +122,16 @@ def load_run(path: str | Path) -> Run:
         # a run stopped between the two (its policy/ is an earlier save) or files changed by hand
         raise UserError(f"{folder} has an evaluation record at iteration {records[-1]['iteration']} but metrics.jsonl ends at "
                         f"iteration {last}: the run stopped mid-iteration (resume it to finish) or its files were changed")
-    return Run(folder, data, records, last)
+    return Run(folder, data, records, last, has_policy=(folder / "policy").is_dir())
+
+
+def _records_only(path: str | Path) -> tuple[None, Path] | None:
+    """``(None, config.json)`` for a run folder whose ``policy/`` is gone but whose held-out
+    records are there (``evaluations/`` beside the trainer's ``config.json``), else None."""
+    folder = Path(path).expanduser()
+    if (folder / "evaluations").is_dir() and (folder / "config.json").is_file():
+        return None, folder / "config.json"
+    return None
 
 
 def _expand(pattern: str) -> list[str]:
@@ -216,6 +236,30 @@ class EvaluationPlan:
     eval_seed: int
     episode_seeds: tuple[int, ...]
 
+    @functools.cached_property
+    def positions(self) -> tuple[tuple[int, ...], ...]:
+        """The positions of each distinct task in ``task_ids``, tasks in order of first play."""
+        at: dict[int, list[int]] = {}
+        for position, task in enumerate(self.task_ids):
+            at.setdefault(task, []).append(position)
+        return tuple(tuple(p) for p in at.values())
+
+    @property
+    def tasks(self) -> int:
+        """Distinct held-out tasks: the columns every interval resamples."""
+        return len(self.positions)
+
+    def per_task(self, values: Sequence[float]) -> list[float]:
+        """A record's per-episode ``values`` as one mean per task: a task played k times is one
+        column, so an interval resamples tasks (whose difficulty is shared by their episodes), not
+        episodes as if each were a task of its own.
+
+        >>> plan = EvaluationPlan("valid_seen", (3, 5, 3, 5), 1.0, 0, (0, 1, 2, 3))
+        >>> plan.per_task([1, 0, 0, 0]), plan.tasks
+        ([0.5, 0.0], 2)
+        """
+        return [sum(values[p] for p in at) / len(at) for at in self.positions]
+
     def matches(self, record: dict[str, Any]) -> bool:
         """Whether ``record`` (checked by ``files.check_record``) played these episodes: the same
         tasks with the same episode seeds, at the same temperature. A record with other seeds is
@@ -271,6 +315,7 @@ def evaluate_run(run: Run, plan: EvaluationPlan, *, progress: bool = True) -> di
     from rspo_gym.training.config import RUN_EVAL_FIELDS
     from rspo_gym.training.grpo import GRPOTrainer
 
+
     settings = {name: run.config[name] for name in RUN_EVAL_FIELDS if name in run.config}
     settings.update(eval_split=plan.split, eval_task_ids=list(plan.task_ids), eval_tasks=len(plan.task_ids),
                     eval_temperature=plan.temperature, eval_seed=plan.eval_seed, num_groups=1, group_size=1, progress=progress)
@@ -295,6 +340,10 @@ def final_records(groups: list[Group], plan: EvaluationPlan, *, evaluate: bool =
     ``evaluate``), else a fresh evaluation, said run by run; and the runs evaluated."""
     runs = [r for g in groups for r in g.runs]
     todo = [r for r in runs if evaluate or needs_evaluation(r, plan)]
+    weightless = [r for r in todo if not r.has_policy]
+    if weightless:  # before any evaluation: a refusal after minutes of them would waste them
+        raise UserError(f"{weightless[0].path} has no policy/ (its weights were removed) and must be evaluated "
+                        f"{'anew (--evaluate)' if evaluate else 'on these tasks'}: compare on the episodes its records hold, or leave it out")
     if todo and importlib.util.find_spec("torch") is None:
         raise UserError(f"{len(todo)} runs have no record of their final policy on these tasks and must be evaluated, "
                         f"which needs torch: pip install 'rspo-gym[llm]'")

@@ -6,30 +6,39 @@ speed) where every run has records on the common episodes at two or more common 
 Against the baseline: the difference of each, with its interval, verdict, smallest detectable
 difference and one sentence in plain words. The held-out curves of each group with 95 % bands.
 
+Every matrix has one column per held-out task: a task played several times (``eval_task_ids``
+listing it k times, each episode with its own seed) is the mean of its episodes, so the intervals
+resample tasks, whose difficulty their episodes share.
+
 ``x="total_env_steps"`` pairs the runs at equal compute instead of equal iterations: every env step
-a run took counts (an RSPO explorer's too, which an iteration of the learner does not show). The
-final value is each run's held-out record at the largest total env steps every run reached (its
-last record there), and the area is taken over total env steps, each run's curve read on one grid
-between its records.
+a run took counts (an RSPO explorer's too, which an iteration of the learner does not show);
+``x="learner_env_steps"`` at equal steps of the learner's own episodes (``metrics.jsonl``'s
+``env_steps`` less the explorer's). The final value is each run's held-out curve read at the
+most steps every run's records reached (joined linearly between its records: runs stop a part
+of an iteration apart), and the area is taken over those steps, each run's curve read on one
+grid between its records.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from rspo_gym.compare.runs import EvaluationPlan, Group
+from rspo_gym.compare.runs import EvaluationPlan, Group, Run
 from rspo_gym.compare.stats import Difference, area_under_curve, curve_at, curve_band, difference, estimate
 from rspo_gym.errors import UserError
 
-__all__ = ["MEASURES", "AXES", "summarize", "sentence", "metrics_of", "steps_span"]
+__all__ = ["MEASURES", "AXES", "STEP_AXES", "summarize", "sentence", "metrics_of", "steps_span"]
 
 #: What a difference is of: the final held-out value, or the area under the held-out curve.
 MEASURES = {"final": "final held-out", "auc": "area under the held-out curve of"}
-#: What runs are paired at: equal ``iterations`` (of the learner) or equal ``total_env_steps``.
-AXES = ("iterations", "total_env_steps")
+#: What runs are paired at: equal ``iterations`` (of the learner), equal ``total_env_steps`` (equal
+#: compute) or equal ``learner_env_steps`` (the steps the learner's own episodes took).
+AXES = ("iterations", "total_env_steps", "learner_env_steps")
+#: The axes that read runs on their curves over env steps.
+STEP_AXES = AXES[1:]
 
 
 def metrics_of(records: list[dict[str, Any]]) -> list[str]:
@@ -50,7 +59,7 @@ def _common_iterations(groups: list[Group], plan: EvaluationPlan) -> list[int]:
 
 def _auc_matrix(group: Group, plan: EvaluationPlan, iterations: list[int], metric: str) -> list[list[float]]:
     records = _matching(group, plan)
-    return [area_under_curve(iterations, np.array([records[r.path][i][metric] for i in iterations], dtype=float)).tolist()
+    return [area_under_curve(iterations, np.array([plan.per_task(records[r.path][i][metric]) for i in iterations], dtype=float)).tolist()
             for r in group.runs]
 
 
@@ -60,43 +69,65 @@ def _curve(group: Group, plan: EvaluationPlan, metric: str, replicates: int) -> 
     common = sorted(set.intersection(*(set(v) for v in records.values())))
     if not common:
         return None
-    matrices = [[records[r.path][i][metric] for r in group.runs] for i in common]
+    matrices = [[plan.per_task(records[r.path][i][metric]) for r in group.runs] for i in common]
     means, lows, highs = curve_band(matrices, replicates=replicates)
     steps = [float(np.mean([records[r.path][i]["env_steps"] for r in group.runs])) for i in common]
     return {"iterations": common, "env_steps": steps, "mean": means.tolist(), "ci_low": lows.tolist(), "ci_high": highs.tolist()}
 
 
-def steps_span(groups: list[Group], plan: EvaluationPlan) -> tuple[float, float]:
-    """``(start, budget)`` of the total-env-steps view: ``budget`` the most total env steps every
-    run's records reach, ``start`` the first total env steps by which every run has a record (the
-    area's span; equal to ``budget`` when some run has one record only)."""
-    steps = [sorted(rec["env_steps"] for rec in records.values())
-             for g in groups for records in _matching(g, plan).values()]
-    if not steps or any(not s for s in steps):
-        raise UserError("--x total_env_steps reads every run's held-out records, and a run has none on these episodes: "
-                        "evaluate along training (eval_every) or compare at --x iterations")
-    return max(s[0] for s in steps), min(s[-1] for s in steps)
+def _steps_of(run: Run, x: str) -> Callable[[dict], float]:
+    """What a record of ``run`` counts on axis ``x``: its total env steps, or the learner's env
+    steps by its iteration (``Run.learner_steps``; a run without those counts is refused)."""
+    if x == "total_env_steps":
+        return lambda rec: rec["env_steps"]
+    learner = run.learner_steps
+    if learner is None or any(rec["iteration"] not in learner for rec in run.records):
+        raise UserError(f"{run.path}'s metrics.jsonl does not count its learner's env steps at every evaluation: "
+                        f"compare it at --x total_env_steps or --x iterations")
+    return lambda rec: learner[rec["iteration"]]
 
 
-def _records_by_steps(group: Group, plan: EvaluationPlan) -> dict[Path, list[dict]]:
-    """Per run of ``group``: its records on ``plan``'s episodes in order of total env steps."""
-    return {path: sorted(records.values(), key=lambda rec: rec["env_steps"]) for path, records in _matching(group, plan).items()}
+def _records_by_steps(group: Group, plan: EvaluationPlan, x: str) -> list[list[tuple[float, dict]]]:
+    """Per run of ``group``: ``(steps, record)`` of its records on ``plan``'s episodes, in order of
+    the steps axis ``x`` counts."""
+    out = []
+    for run in group.runs:
+        steps = _steps_of(run, x)
+        out.append(sorted(((steps(rec), rec) for rec in run.records if plan.matches(rec)), key=lambda pair: pair[0]))
+    return out
 
 
-def _final_at_steps(group: Group, plan: EvaluationPlan, budget: float, metric: str) -> list[list[float]]:
-    """Per run: the held-out ``metric`` of its last record within ``budget`` total env steps."""
-    return [[rec for rec in records if rec["env_steps"] <= budget][-1][metric] for records in _records_by_steps(group, plan).values()]
+def steps_span(groups: list[Group], plan: EvaluationPlan, x: str = "total_env_steps") -> tuple[float, float]:
+    """``(start, budget)`` of a steps view: ``budget`` the most env steps (on axis ``x``) every
+    run's records reach, ``start`` the first by which every run has a record (the area's span;
+    equal to ``budget`` when some run has one record only)."""
+    runs = [records for g in groups for records in _records_by_steps(g, plan, x)]
+    if not runs or any(not records for records in runs):
+        raise UserError(f"--x {x} reads every run's held-out records, and a run has none on these episodes: "
+                        f"evaluate along training (eval_every) or compare at --x iterations")
+    return max(records[0][0] for records in runs), min(records[-1][0] for records in runs)
 
 
-def _auc_over_steps(group: Group, plan: EvaluationPlan, span: tuple[float, float], metric: str) -> list[list[float]]:
-    """Per run and task: the area under the held-out curve over ``span`` of total env steps, each
-    run's curve read at every record step of every run in the span (``curve_at``)."""
-    records = _records_by_steps(group, plan)
+def _read_at(records: list[tuple[float, dict]], plan: EvaluationPlan, metric: str, grid: Sequence[float]) -> np.ndarray:
+    """One run's per-task held-out ``metric`` read on ``grid``: its curve joined linearly between records."""
+    return curve_at([steps for steps, _ in records], np.array([plan.per_task(rec[metric]) for _, rec in records], dtype=float), grid)
+
+
+def _final_at_steps(group: Group, plan: EvaluationPlan, budget: float, metric: str, x: str) -> list[list[float]]:
+    """Per run: the held-out ``metric`` at ``budget`` steps on its curve. A run is evaluated at
+    the end of an iteration, so runs stop a fraction of an iteration apart; reading each at its
+    last record within the budget would read a run that overshot by a few steps at its
+    evaluation before that, a whole evaluation interval earlier."""
+    return [_read_at(records, plan, metric, [budget])[0].tolist() for records in _records_by_steps(group, plan, x)]
+
+
+def _auc_over_steps(group: Group, plan: EvaluationPlan, span: tuple[float, float], metric: str, x: str) -> list[list[float]]:
+    """Per run and task: the area under the held-out curve over ``span`` steps, each run's curve
+    read at every record step of every run in the span (``curve_at``)."""
+    by_run = _records_by_steps(group, plan, x)
     start, budget = span
-    grid = sorted({start, budget} | {rec["env_steps"] for runs in records.values() for rec in runs if start <= rec["env_steps"] <= budget})
-    return [area_under_curve(grid, curve_at([rec["env_steps"] for rec in runs], np.array([rec[metric] for rec in runs], dtype=float),
-                                            grid)).tolist()
-            for runs in records.values()]
+    grid = sorted({start, budget} | {steps for records in by_run for steps, _ in records if start <= steps <= budget})
+    return [area_under_curve(grid, _read_at(records, plan, metric, grid)).tolist() for records in by_run]
 
 
 def _paired_seeds(a: Group, b: Group) -> bool:
@@ -139,17 +170,17 @@ def summarize(groups: list[Group], baseline: str, plan: EvaluationPlan, finals: 
     env = groups[0].runs[0].env_id
     metrics = metrics_of(list(finals.values()))
     at, span = "", None
-    if x == "total_env_steps":
-        span = steps_span(groups, plan)
-        at = f"at {span[1]:,.0f} total env steps"
-        final = {g.name: {m: _final_at_steps(g, plan, span[1], m) for m in metrics} for g in groups}
+    if x in STEP_AXES:
+        span = steps_span(groups, plan, x)
+        at = f"at {span[1]:,.0f} {x.replace('_', ' ')}"
+        final = {g.name: {m: _final_at_steps(g, plan, span[1], m, x) for m in metrics} for g in groups}
         auc_iterations = []
         has_auc = span[1] > span[0]
-        auc = {g.name: {m: _auc_over_steps(g, plan, span, m) for m in metrics} for g in groups} if has_auc else {}
+        auc = {g.name: {m: _auc_over_steps(g, plan, span, m, x) for m in metrics} for g in groups} if has_auc else {}
     else:
         auc_iterations = _common_iterations(groups, plan)
         has_auc = len(auc_iterations) >= 2
-        final = {g.name: {m: [finals[r.path][m] for r in g.runs] for m in metrics} for g in groups}
+        final = {g.name: {m: [plan.per_task(finals[r.path][m]) for r in g.runs] for m in metrics} for g in groups}
         auc = {g.name: {m: _auc_matrix(g, plan, auc_iterations, m) for m in metrics} for g in groups} if has_auc else {}
     out_groups = []
     for g in groups:
@@ -174,10 +205,11 @@ def summarize(groups: list[Group], baseline: str, plan: EvaluationPlan, finals: 
                                     "sentence": sentence(g.name, base.name, measure, m, d, at)})
     return {
         "env": env, "split": plan.split, "temperature": plan.temperature, "eval_seed": plan.eval_seed,
-        "task_ids": list(plan.task_ids), "tasks": len(plan.task_ids), "metrics": metrics, "baseline": base.name,
+        "task_ids": list(plan.task_ids), "tasks": plan.tasks, "episodes": len(plan.task_ids), "metrics": metrics, "baseline": base.name,
         "evaluated_runs": [str(p) for p in evaluated],
         "x": x,
-        "total_env_steps": span[1] if span else None,
+        "total_env_steps": span[1] if span and x == "total_env_steps" else None,
+        "learner_env_steps": span[1] if span and x == "learner_env_steps" else None,
         "auc_env_steps": list(span) if span and has_auc else None,
         "auc_iterations": auc_iterations if has_auc and not span else None,
         "one_seed_groups": [g.name for g in groups if len(g.runs) < 2],

@@ -1,0 +1,121 @@
+"""``rspo-gym compare`` on run folders whose records are written here by hand: a task played several
+times is one column, runs that stop a part of an iteration apart are read on their curves at the
+steps every run reached, ``--x learner_env_steps`` leaves an explorer's steps out, and a run
+whose ``policy/`` was removed still compares on its records."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rspo_gym.compare import compare_runs
+from rspo_gym.compare.files import episode_seeds
+from rspo_gym.errors import UserError
+from rspo_gym.training.eval_records import write_evaluation
+
+TASKS = (3, 5, 3, 5)
+"""Two held-out tasks, each played twice (positions 0 and 2 play task 3)."""
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory) -> dict:
+    """A real run's ``config.json``, evaluated on ``TASKS``."""
+    import torch
+
+    from rspo_gym import GRPOTrainer
+
+    torch.set_num_threads(1)
+    out = tmp_path_factory.mktemp("real") / "run"
+    trainer = GRPOTrainer("rspo/ALFWorld-v0", model="drrn", iterations=1, group_size=2, num_groups=1, max_turns=2, eval_every=0,
+                          eval_task_ids=list(TASKS), eval_tasks=len(TASKS), eval_split="valid_seen", progress=False, output_dir=str(out))
+    trainer.learn()
+    trainer.close()
+    return json.loads((out / "config.json").read_text())
+
+
+def make_run(root: Path, name: str, config: dict, seed: int, curve: list[tuple[int, int, list[int]]],
+             explorer_steps: int = 0) -> Path:
+    """A run folder without ``policy/``: one record per ``(iteration, total env steps, successes)``
+    and a ``metrics.jsonl`` row per iteration whose env steps include ``explorer_steps``."""
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({**config, "seed": seed}))
+    last = curve[-1][0]
+    per_iteration = curve[-1][1] // last
+    rows = [{"iteration": i, "env_steps": per_iteration, **({"explorer/env_steps": explorer_steps} if explorer_steps else {})}
+            for i in range(1, last + 1)]
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for iteration, steps, wins in curve:
+        write_evaluation(folder, {"format": 1, "iteration": iteration, "env_steps": steps, "split": "valid_seen", "temperature": 0.4,
+                                  "eval_seed": 1000, "task_id": list(TASKS), "episode_seed": episode_seeds(1000, len(TASKS)),
+                                  "success": wins, "score": [float(w) for w in wins], "steps": [5] * len(TASKS)})
+    return folder
+
+
+def test_a_task_played_twice_is_one_column(config, tmp_path):
+    for seed, wins in ((0, [1, 0, 0, 0]), (1, [1, 1, 1, 0])):
+        make_run(tmp_path, f"a-{seed}", config, seed, [(2, 200, wins)])
+        make_run(tmp_path, f"b-{seed}", config, seed, [(2, 200, [0, 0, 0, 0])])
+    summary = compare_runs(groups={"a": f"{tmp_path}/a-*", "b": f"{tmp_path}/b-*"}, baseline="b", out=None, progress=False)
+    assert summary["tasks"] == 2 and summary["episodes"] == 4
+    final = next(d for d in summary["differences"] if d["measure"] == "final")
+    assert final["tasks"] == 2 and final["difference"] == pytest.approx(0.5)
+    # task 3 won 1 of 2 (seed 0) and 2 of 2 (seed 1); task 5 0 of 2 and 1 of 2: tasks resampled, not episodes
+    a = next(g for g in summary["groups"] if g["name"] == "a")
+    assert a["final"]["success"]["tasks"] == 2
+
+
+def test_runs_that_stop_apart_are_read_on_their_curves_at_the_common_steps(config, tmp_path):
+    """Run b's last evaluation comes 60 steps past run a's: at a's 300 steps b is read between its
+    records at 240 and 360, not at its record at 240 (a whole evaluation interval earlier)."""
+    for seed in (0, 1):
+        make_run(tmp_path, f"a-{seed}", config, seed, [(1, 150, [0, 0, 0, 0]), (2, 300, [1, 1, 1, 1])])
+        make_run(tmp_path, f"b-{seed}", config, seed, [(2, 240, [0, 0, 0, 0]), (3, 360, [1, 1, 1, 1])])
+    summary = compare_runs(groups={"a": f"{tmp_path}/a-*", "b": f"{tmp_path}/b-*"}, baseline="a", out=None, progress=False,
+                           x="total_env_steps")
+    assert summary["total_env_steps"] == 300 and summary["auc_env_steps"] == [240, 300]
+    b = next(g for g in summary["groups"] if g["name"] == "b")
+    assert b["final"]["success"]["mean"] == pytest.approx(0.5)  # 240 -> 0, 360 -> 1: halfway
+    area = next(d for d in summary["differences"] if d["measure"] == "auc")
+    # over 240..300: a rises 0.6 -> 1 (mean 0.8), b 0 -> 0.5 (mean 0.25)
+    assert area["difference"] == pytest.approx(0.25 - 0.8)
+
+
+def test_learner_steps_leave_the_explorers_out(config, tmp_path):
+    """RSPO's iterations take 150 env steps, 50 of them its explorer's: at equal learner steps
+    its iteration 2 (200 learner steps) pairs with GRPO's iteration 2 (200)."""
+    for seed in (0, 1):
+        make_run(tmp_path, f"grpo-{seed}", config, seed, [(1, 100, [0, 0, 0, 0]), (2, 200, [0, 1, 0, 1])])
+        make_run(tmp_path, f"rspo-{seed}", config, seed, [(1, 150, [0, 0, 0, 0]), (2, 300, [1, 1, 1, 1])], explorer_steps=50)
+    summary = compare_runs(groups={"grpo": f"{tmp_path}/grpo-*", "rspo": f"{tmp_path}/rspo-*"}, baseline="grpo", out=None,
+                           progress=False, x="learner_env_steps")
+    assert summary["learner_env_steps"] == 200 and summary["total_env_steps"] is None
+    final = next(d for d in summary["differences"] if d["measure"] == "final")
+    assert final["difference"] == pytest.approx(0.5)
+    at_total = compare_runs(groups={"grpo": f"{tmp_path}/grpo-*", "rspo": f"{tmp_path}/rspo-*"}, baseline="grpo", out=None,
+                            progress=False, x="total_env_steps")
+    assert at_total["total_env_steps"] == 200  # RSPO read between 150 and 300 total steps: a third of the way
+    assert next(d for d in at_total["differences"] if d["measure"] == "final")["difference"] == pytest.approx(1 / 3 - 0.5)
+
+
+def test_a_run_without_learner_counts_is_refused_at_learner_steps(config, tmp_path):
+    for seed in (0, 1):
+        make_run(tmp_path, f"a-{seed}", config, seed, [(1, 100, [0, 0, 0, 0]), (2, 200, [0, 1, 0, 1])])
+    (tmp_path / "a-1" / "metrics.jsonl").write_text('{"iteration": 1}\n{"iteration": 2}\n')
+    with pytest.raises(UserError, match="does not count its learner's env steps"):
+        compare_runs(groups={"a": f"{tmp_path}/a-*"}, out=None, progress=False, x="learner_env_steps")
+
+
+def test_a_run_whose_weights_were_removed_compares_on_its_records_only(config, tmp_path):
+    for seed in (0, 1):
+        make_run(tmp_path, f"a-{seed}", config, seed, [(2, 200, [1, 0, 1, 0])])
+    assert compare_runs([f"{tmp_path}/a-*"], out=None, progress=False)["groups"][0]["final"]["success"]["mean"] == 0.5
+    with pytest.raises(UserError, match="no policy/"):
+        compare_runs([f"{tmp_path}/a-*"], out=None, progress=False, evaluate=True)
+    shutil.rmtree(tmp_path / "a-0" / "evaluations")
+    with pytest.raises(UserError, match="is not a run folder"):
+        compare_runs([f"{tmp_path}/a-*"], out=None, progress=False)
