@@ -119,3 +119,13 @@ def test_a_run_whose_weights_were_removed_compares_on_its_records_only(config, t
     shutil.rmtree(tmp_path / "a-0" / "evaluations")
     with pytest.raises(UserError, match="is not a run folder"):
         compare_runs([f"{tmp_path}/a-*"], out=None, progress=False)
+
+
+def test_a_group_whose_runs_record_their_start_reports_its_gain(config, tmp_path):
+    for seed in (0, 1):
+        make_run(tmp_path, f"a-{seed}", config, seed, [(0, 0, [0, 0, 1, 0]), (2, 200, [1, 0, 1, 1])])
+        make_run(tmp_path, f"b-{seed}", config, seed, [(2, 200, [0, 0, 0, 0])])
+    summary = compare_runs(groups={"a": f"{tmp_path}/a-*", "b": f"{tmp_path}/b-*"}, baseline="b", out=None, progress=False)
+    a, b = (next(g for g in summary["groups"] if g["name"] == name) for name in "ab")
+    assert a["gain"]["success"]["difference"] == pytest.approx(0.75 - 0.25) and a["gain"]["success"]["paired_seeds"]
+    assert "gain" not in b  # no record before training

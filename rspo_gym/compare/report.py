@@ -57,6 +57,10 @@ def report_markdown(summary: dict[str, Any], figures: list[str]) -> str:
              f"Held-out split {summary['split']}, {summary['tasks']} tasks ({summary['episodes']} episodes), temperature {summary['temperature']}, "
              f"every run on the same episodes (evaluation seed {summary['eval_seed']}). Baseline: **{summary['baseline']}**.", ""]
     lines += [f"- {d['sentence']}" for d in summary["differences"]] or ["- one group: nothing to compare it with."]
+    gains = [f"- {g['name']}: {m} {d['difference']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}] ({d['verdict']})"
+             for g in summary["groups"] for m, d in g.get("gain", {}).items()]
+    if gains:
+        lines += ["", "Gain over the start (final − the record before training, paired run by run and task by task):", ""] + gains
     if summary["one_seed_groups"]:
         lines += ["", f"Groups of one seed ({', '.join(summary['one_seed_groups'])}): their intervals cover the held-out tasks "
                       f"only, not the training noise."]

@@ -3,7 +3,9 @@
 Per group: the final held-out success (and, where the env scores partial credit, the score) with
 its two-level interval, and the area under the held-out curve (the mean success along training:
 speed) where every run has records on the common episodes at two or more common iterations.
-Against the baseline: the difference of each, with its interval, verdict, smallest detectable
+Where every run of a group has a record before training (iteration 0), the group's gain: its
+final value less its start, paired run by run and task by task. Against the baseline: the
+difference of each, with its interval, verdict, smallest detectable
 difference and one sentence in plain words. The held-out curves of each group with 95 % bands.
 
 Every matrix has one column per held-out task: a task played several times (``eval_task_ids``
@@ -130,6 +132,13 @@ def _auc_over_steps(group: Group, plan: EvaluationPlan, span: tuple[float, float
     return [area_under_curve(grid, _read_at(records, plan, metric, grid)).tolist() for records in by_run]
 
 
+def _start_matrix(group: Group, plan: EvaluationPlan, metric: str) -> list[list[float]] | None:
+    """Per run: the per-task held-out ``metric`` of its record before training (iteration 0),
+    where every run has one on ``plan``'s episodes (a run evaluated at its start); else None."""
+    starts = [records.get(0) for records in _matching(group, plan).values()]
+    return None if any(s is None for s in starts) else [plan.per_task(s[metric]) for s in starts]
+
+
 def _paired_seeds(a: Group, b: Group) -> bool:
     """Whether row k of both groups is one training seed: the same seeds, each once."""
     return a.seeds == b.seeds and len(set(a.seeds)) == len(a.seeds)
@@ -188,6 +197,10 @@ def summarize(groups: list[Group], baseline: str, plan: EvaluationPlan, finals: 
                  "final": {m: estimate(final[g.name][m], replicates=replicates).to_dict() for m in metrics}}
         if has_auc:
             entry["auc"] = {m: estimate(auc[g.name][m], replicates=replicates).to_dict() for m in metrics}
+        starts = {m: _start_matrix(g, plan, m) for m in metrics}
+        if all(v is not None for v in starts.values()):  # what training moved: final − start, run by run and task by task
+            entry["gain"] = {m: difference(final[g.name][m], starts[m], paired_seeds=True, replicates=replicates).to_dict()
+                             for m in metrics}
         entry["curve"] = {m: _curve(g, plan, m, min(replicates, 1000)) for m in metrics}
         out_groups.append(entry)
     base = next(g for g in groups if g.name == baseline)
