@@ -58,6 +58,18 @@ to each row, and record their ``explorer`` settings, ``extra_samples`` and ``axi
     python benchmarks/rspo_matrix.py --preset regimes --jobs 2                        # the whole study
     python benchmarks/rspo_matrix.py --preset regimes --regimes clone-50-drrn-memory untrained-drrn --bases grpo --seeds 0 1
     python benchmarks/rspo_matrix.py --preset regimes --envs rspo/WebShop-v0 --helpful WebShop-v0=events:once --out results/regimes-events
+
+Run-folder plans (``EnvPlan.run_folders``; the LLM matrix, ``--preset llm-alfworld``): every cell is
+the trainer's own run folder, ``<out>/runs/<env>-<regime>-<base>-<arm>-seed<k>/`` (``config.json``,
+``metrics.jsonl``, ``evaluations/`` with a held-out record at each of the plan's points,
+``policy/``, and ``cell.json`` last: wall time, generated tokens, the CPU), so ``rspo-gym compare``
+and its library are the only statistics (``run_folder_report.py``). The start is the same policy
+on the same episodes for every seed and arm: it is measured once (``<out>/starts/``) and copied
+into each run as ``evaluations/000000.json``. A folder without ``cell.json`` is an interrupted
+cell, rerun whole. The workers run torch's and MKL's AVX2 code paths, as the quick start does.
+
+    python benchmarks/rspo_matrix.py --preset llm-alfworld --jobs 2 --out results/llm-alfworld
+    python benchmarks/run_folder_report.py results/llm-alfworld --out docs/results_llm_matrix --merge-summary docs/results_fast/summary.json
 """
 
 from __future__ import annotations
