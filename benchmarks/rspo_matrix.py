@@ -59,17 +59,29 @@ to each row, and record their ``explorer`` settings, ``extra_samples`` and ``axi
     python benchmarks/rspo_matrix.py --preset regimes --regimes clone-50-drrn-memory untrained-drrn --bases grpo --seeds 0 1
     python benchmarks/rspo_matrix.py --preset regimes --envs rspo/WebShop-v0 --helpful WebShop-v0=events:once --out results/regimes-events
 
-Run-folder plans (``EnvPlan.run_folders``; the LLM matrix, ``--preset llm-alfworld``): every cell is
-the trainer's own run folder, ``<out>/runs/<env>-<regime>-<base>-<arm>-seed<k>/`` (``config.json``,
-``metrics.jsonl``, ``evaluations/`` with a held-out record at each of the plan's points,
-``policy/``, and ``cell.json`` last: wall time, generated tokens, the CPU), so ``rspo-gym compare``
-and its library are the only statistics (``run_folder_report.py``). The start is the same policy
-on the same episodes for every seed and arm: it is measured once (``<out>/starts/``) and copied
-into each run as ``evaluations/000000.json``. A folder without ``cell.json`` is an interrupted
-cell, rerun whole. The workers run torch's and MKL's AVX2 code paths, as the quick start does.
+Run-folder presets (``EnvPlan.run_folders``): each cell is the trainer's own run folder,
+``<out>/runs/<env>[-<regime>]-<base>-<arm>-seed<k>/`` (``config.json``, ``metrics.jsonl``,
+``evaluations/`` at the plan's points with the start's record as iteration 0, ``policy/``, and last
+``cell.json``: wall time, generated tokens, the CPU); the start is the same policy on the same
+episodes for every seed and arm, so it is measured once (``<out>/starts/``). A folder without
+``cell.json`` is an interrupted cell: it is removed and run again. The workers run torch's and
+MKL's AVX2 code paths, as the quick start does. ``rspo-gym compare`` (``rspo_gym.compare.compare_runs``)
+compares them, at equal total env steps with ``--x total_env_steps``. The presets:
+``llm-alfworld`` (the LLM matrix: ``tiny-alfworld`` at the quick start's scale), ``learning``
+(every base with the outcome, the dense reward and the explorer, six quick-start iterations),
+``llm-micro`` (seconds; the tests), ``gpu`` (SmolLM2-135M-Instruct through vLLM, about ten minutes
+on one GPU: ``benchmarks/gpu_compare.sh``) and ``gpu-paper`` (Qwen2.5-1.5B-Instruct at verl-agent's
+scale on ALFWorld and WebShop-v1, GRPO and GiGPO, seeds 0-2; sized by estimate, not yet run). The
+GPU presets need a CUDA GPU and the ``[vllm]`` extra; nothing is downloaded, so ``gpu-paper``'s
+model must be in the Hugging Face cache or a local folder named by ``$RSPO_GYM_PAPER_MODEL``.
 
     python benchmarks/rspo_matrix.py --preset llm-alfworld --jobs 2 --out results/llm-alfworld
     python benchmarks/run_folder_report.py results/llm-alfworld --out docs/results_llm_matrix --merge-summary docs/results_fast/summary.json
+    python benchmarks/rspo_matrix.py --preset learning --jobs 2
+    rspo-gym compare --group outcome='results/rspo_matrix/learning/runs/*-grpo-outcome-seed*' \
+        --group explorer='results/rspo_matrix/learning/runs/*-grpo-explorer-aligned-seed*' --baseline outcome \
+        --x total_env_steps --out results/rspo_matrix/learning/compare-grpo
+    RSPO_GYM_PAPER_MODEL=/models/Qwen2.5-1.5B-Instruct python benchmarks/rspo_matrix.py --preset gpu-paper --envs rspo/WebShop-v1
 """
 
 from __future__ import annotations
@@ -266,7 +278,7 @@ class EnvPlan:
     """Training tasks of a ``task_type`` plan: the first this many train tasks of the type (the
     quick start's 64 for the LLM; the clone's come after them)."""
     run_folders: bool = False
-    """Cells are run folders (``cells_runs/<cell>/``: the trainer's ``config.json``,
+    """Cells are run folders (``runs/<cell>/``: the trainer's ``config.json``,
     ``metrics.jsonl``, ``evaluations/``, ``policy/``, plus ``cell.json``), compared by
     ``rspo-gym compare``'s library; the start is measured once and its record is each run's
     ``evaluations/000000.json``. Needs one held-out split. False: the fast matrix's JSON cells."""
@@ -438,6 +450,65 @@ x 8 episodes (an evaluation is ~13 s of a ~10 min cell: the update dominates). T
 explorer's warm-up is a quarter of the budget, as on WebShop: 12 iterations of its 8 episodes."""
 LLM_GRPO_ARMS = ("outcome", "agent-helpful", "dense-helpful", "outcome-nm", "agent-misaligned", "dense-misaligned")
 LLM_OTHER_ARMS = ("outcome", "agent-helpful")
+ARMS["rank-aligned"] = Arm("rspo-rank", "aligned")
+LEARNING_ALFWORLD = replace(LLM_ALFWORLD, learner_steps=LLM_ALFWORLD.learner_steps // 4, explorer=())
+"""The ``learning`` preset (once ``benchmarks/compare.py --preset learning``): does every
+combination learn from ``tiny-alfworld`` at the quick start's scale? Six of the quick start's 24
+iterations (a quarter of ``LLM_ALFWORLD``'s 7,500 total env steps), held out as the LLM matrix
+(35 ``pick_and_place_simple`` tasks x 8 episodes at T = 1.0). Its explorer is the one the old
+comparison ran (``EARLIER_EXPLORER``: no warm-up, re-synced every 5 iterations), and its process
+reward the potential it shaped with (``milestones``, the ``aligned`` role). ALFWorld only: the old
+preset's WebShop half started from ``tiny-webshop``, a clone that does not generalise (it did not
+move held-out goals in CPU minutes, so that half measured its 4 training goals), which says
+nothing a held-out run-folder comparison can read."""
+LEARNING_ARMS = ("outcome", "dense-aligned", "explorer-aligned")
+"""Every base with the outcome, the dense reward and RSPO's explorer (GRPO also with the rank
+swap): the old comparison's eleven combinations less the anneal ablation, whose schedule
+(``anneal_iterations``) this runner does not set."""
+
+GPU_TRAINER = {"num_groups": 4, "group_size": 4, "max_turns": 30, "generation_backend": "vllm", "think": True, "constrained": False,
+               "max_new_tokens": 256, "max_prompt_length": 2048, "history_length": 2, "learning_rate": 1e-5, "micro_batch_size": 16,
+               "eval_temperature": 0.4, "eval_every": 0, "checkpoint_every": 0, "progress": False}
+"""The ``gpu`` preset's training (once ``compare.py --preset gpu``): a real instruction model writing
+free-text ``<think>``/``<action>`` replies through the colocated vLLM engine, 4 tasks x 4
+trajectories, 30 turns, 256 new tokens per reply, lr 1e-5, evaluated at verl-agent's validation
+temperature."""
+GPU_ALFWORLD = EnvPlan(3 * 16 * 30, GPU_TRAINER, heldout=(("valid_seen", 60),), model="smollm2-135m", axis="total", run_folders=True,
+                       start_name="instruct", explorer=(("explorer_warmup_iterations", 1), ("explorer_lora", True)))
+"""The 10-minute device check (``benchmarks/gpu_compare.sh``), sized by estimate for one H200 and
+not yet run on one: SmolLM2-135M-Instruct on ALFWorld's six task types, three iterations' worth
+of total env steps (3 x 16 episodes x 30 turns, as the old preset's 3 iterations at most), held
+out once at the end on the first 60 ``valid_seen`` tasks. Its explorer is ``gpu-paper``'s (a LoRA adapter, a warm-up of a sixth of
+the budget), so the check runs the paper preset's code path at a small model's cost."""
+
+PAPER_MODEL = os.environ.get("RSPO_GYM_PAPER_MODEL", "Qwen/Qwen2.5-1.5B-Instruct")
+"""``gpu-paper``'s policy: a Hub id that must already be in the Hugging Face cache (nothing is
+downloaded: ``HF_HUB_OFFLINE=1``), or a local folder holding the model (``save_pretrained``'s
+files) named by ``$RSPO_GYM_PAPER_MODEL``."""
+PAPER_TRAINER = {"preset": "verl-agent", "num_groups": 16, "group_size": 8, "generation_backend": "vllm", "max_tokens_per_micro_batch": 16_384,
+                 "eval_every": 0, "checkpoint_every": 0, "progress": False}
+"""verl-agent's GiGPO scripts (the ``verl-agent`` trainer preset, per env: 16 tasks x 8
+trajectories, given here too since ``make_trainer`` sizes PPO and the explorer by them; 50 / 15
+turns, prompts of 2,048 / 4,096 tokens, replies of 512, lr 1e-6, KL 0.01, gradient checkpointing,
+T = 0.4 held out) on one GPU as docs/training_at_scale.md fits it in 80 GB: vLLM colocated,
+micro-batches of 16,384 tokens. No checkpoints: an interrupted cell is rerun whole."""
+PAPER_STEPS = {ALFWORLD: 150 * 128 * 33, WEBSHOP_V1: 150 * 128 * 10}
+"""Total env steps per cell: the paper's 150 iterations of 128 episodes, at an estimated mean of
+33 steps per ALFWorld episode (of at most 50: the start loses most of them, a trained policy wins
+in about 15) and 10 per WebShop one (of at most 15)."""
+PAPER_EXPLORER = (("explorer_warmup_iterations", 75), ("explorer_lora", True))
+"""The chosen explorer at this scale: a warm-up of a quarter of the budget's episodes (75
+iterations of 16 tasks x 4), as a LoRA adapter on a frozen copy (a full copy's weights and AdamW
+state, 23 GiB, do not fit an 80 GB card beside vLLM)."""
+PAPER_ENVS = {env_id: EnvPlan(PAPER_STEPS[env_id], PAPER_TRAINER, heldout=(split,), model=PAPER_MODEL, axis="total", run_folders=True,
+                              start_name="instruct", explorer=PAPER_EXPLORER)
+              for env_id, split in ((ALFWORLD, ("valid_seen", 140)), (WEBSHOP_V1, ("test", 200)))}
+"""``gpu-paper``: Qwen2.5-1.5B-Instruct at verl-agent's scale on ALFWorld (held out on all 140
+``valid_seen`` tasks) and WebShop-v1 (the first 200 test goals), equal total env steps. Sized by
+estimate and not yet run: 24 cells of many GPU-hours each."""
+PAPER_ARMS = ("outcome", "agent-helpful")
+PAPER_FRACTIONS = (0.2, 0.4, 0.6, 0.8, 1.0)
+"""Five held-out points: 140 or 200 episodes each against the budget's 19,200, under 6 % of a cell's rollouts."""
 _MICRO = {**COMMON, "num_groups": 2, "group_size": 2, "max_turns": 5}
 _MICRO_V1 = {**_MICRO, "env_kwargs": {"num_products": 200}}
 PLANS = {
@@ -476,6 +547,14 @@ PLANS = {
     # seconds: the regimes pipeline (tests); the plain drrn in both regimes
     "micro-regimes": Plan(regimes(ALFWORLD, [EnvPlan(60, _MICRO, clone=clone, heldout=(("valid_seen", 2),)) for clone in ((0, 0), (2, 1))]),
                           (("grpo", (0, 1), ("outcome", "dense-helpful", "explorer-helpful")),)),
+    # every base x {outcome, dense, explorer} (and GRPO's rank swap) from tiny-alfworld, six quick-start iterations;
+    # two seeds (the old preset ran one): rspo-gym compare's intervals over training seeds need two
+    "learning": Plan(regimes(ALFWORLD, [LEARNING_ALFWORLD]), (("grpo", (0, 1), (*LEARNING_ARMS, "rank-aligned")), ("ppo", (0, 1), LEARNING_ARMS),
+                                                             ("gigpo", (0, 1), LEARNING_ARMS))),
+    # ten minutes on one GPU: SmolLM2-135M-Instruct through vLLM, GRPO outcome against the explorer (benchmarks/gpu_compare.sh)
+    "gpu": Plan({ALFWORLD: GPU_ALFWORLD}, (("grpo", (0,), PAPER_ARMS),), fractions=(1.0,)),
+    # the paper's scale: Qwen2.5-1.5B-Instruct, verl-agent's settings, both envs, GRPO and GiGPO, seeds 0-2
+    "gpu-paper": Plan(PAPER_ENVS, (("grpo", (0, 1, 2), PAPER_ARMS), ("gigpo", (0, 1, 2), PAPER_ARMS)), fractions=PAPER_FRACTIONS),
 }
 
 def make_trainer(env_id: str, base: str, arm: Arm, seed: int, plan: EnvPlan, output_dir: str | None = None):

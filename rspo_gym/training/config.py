@@ -156,7 +156,7 @@ class TrainerConfig:
     at the return's own discount (Ng et al., 1999). With 1 under GiGPO's 0.95, WebShop's zeroed
     terminal potential makes putting off a purchase worth the discount gap, and step-group
     normalisation blows that gap up to full-size advantages: dense GiGPO stopped buying (score
-    0.40 → 0.00 in ``benchmarks/compare.py --preset curves``)."""
+    0.40 → 0.00 in the removed ``benchmarks/compare.py --preset curves``, last at 8faa9cc)."""
 
     # -- optimisation
     learning_rate: float = 1e-4
