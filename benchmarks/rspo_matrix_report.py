@@ -1,6 +1,6 @@
 """Intervals, paired differences, curves and ``summary.json`` from ``rspo_matrix.py``'s cells.
 
-Every statistic is a two-level bootstrap over (seeds x held-out tasks) matrices (``intervals.py``):
+Every statistic is a two-level bootstrap over (seeds x held-out tasks) matrices (``rspo_gym.compare.stats``):
 seeds and tasks are resampled, and a paired difference resamples the same seeds and tasks for both
 arms, so a hard task or a lucky seed cancels. A difference is "better" / "worse" only when its
 95 % interval excludes 0.
@@ -50,8 +50,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import write_json  # noqa: E402
-from rspo_gym.compare.stats import verdict  # noqa: E402
-from rspo_gym.intervals import bootstrap_mean_ci, paired_difference_ci  # noqa: E402
+from rspo_gym.compare.stats import Estimate, area_under_curve, curve_band, difference, estimate, verdict  # noqa: E402
 from rspo_gym.plotting import forest_plot  # noqa: E402
 from rspo_matrix import ARMS, BASES, MAIN_ARMS, PLANS, REGIME_ARMS, env_of, load_results, regime_name  # noqa: E402
 
@@ -206,19 +205,17 @@ class Matrix:
         out, axis = [], f"{self.axis(env)}_steps"
         for seed in seeds:
             start = _vector(_point(self.starts[(env, seed)], temperature, None, episodes=self.episodes(env, base)), metric)
-            points = [(0, np.asarray(start))]
+            points = [(0, start)]
             for e in self.record(env, base, arm, seed)["evals"]:
                 if e["temperature"] == temperature and e[axis] <= budget * 1.05:
-                    points.append((min(e[axis], budget), np.asarray(_vector(e, metric))))
-            x = np.array([p[0] for p in points], dtype=float)
-            y = np.stack([p[1] for p in points])
-            out.append((np.trapezoid(y, x, axis=0) / budget).tolist())
+                    points.append((min(e[axis], budget), _vector(e, metric)))
+            out.append(area_under_curve([p[0] for p in points], np.array([p[1] for p in points]), span=budget).tolist())
         return out
 
 
-def _row(where: dict, base, arm, process, seeds, metric, stats) -> dict:
-    return {**where, "base": base, "arm": arm, "process_reward": process, "seeds": len(seeds), "metric": metric,
-            "mean": stats[0], "ci_low": stats[1], "ci_high": stats[2]}
+def _row(where: dict, base, arm, process, metric, e: Estimate) -> dict:
+    return {**where, "base": base, "arm": arm, "process_reward": process, "seeds": e.seeds, "metric": metric,
+            "mean": e.mean, "ci_low": e.ci_low, "ci_high": e.ci_high}
 
 
 def _describe(arm: str, cells: dict) -> tuple[str, str | None]:
@@ -271,7 +268,7 @@ def view(m: Matrix, plan, view_name: str) -> tuple[list[dict], list[dict]]:
                 for metric in metrics_of(env):
                     values = data(arm, seeds, metric) if seeds else None
                     if values:
-                        rows.append({**_row(m.where(env), base, kind, process, seeds, metric, bootstrap_mean_ci(values)), "name": arm})
+                        rows.append({**_row(m.where(env), base, kind, process, metric, estimate(values)), "name": arm})
             for a, b in comparisons(plan, env):
                 if a not in arms or b not in arms:
                     continue
@@ -282,11 +279,11 @@ def view(m: Matrix, plan, view_name: str) -> tuple[list[dict], list[dict]]:
                     va, vb = (data(a, seeds, metric), data(b, seeds, metric)) if seeds else (None, None)
                     if not va or not vb:
                         continue
-                    diff, low, high = paired_difference_ci(va, vb)
+                    d = difference(va, vb, paired_seeds=True)
                     ka, pa = _describe(a, m.records.get((env, base, a), {}))
                     kb, pb = _describe(b, m.records.get((env, base, b), {}))
                     diffs.append({**m.where(env), "base": base, "a": {"arm": ka, "process_reward": pa}, "b": {"arm": kb, "process_reward": pb},
-                                  "metric": metric, "seeds": len(seeds), "mean": diff, "ci_low": low, "ci_high": high,
+                                  "metric": metric, "seeds": len(seeds), "mean": d.difference, "ci_low": d.ci_low, "ci_high": d.ci_high,
                                   "names": [a, b]})
     return rows, diffs
 
@@ -307,8 +304,8 @@ def farming(m: Matrix, plan) -> list[dict]:
                     continue
                 values = m.matrix(env, base, arm, seeds, "events", plan.curve_temperature, m.budget(env, base))
                 if values:
-                    mean, low, high = bootstrap_mean_ci(values)
-                    out.append({**m.where(env), "base": base, "name": arm, "seeds": len(seeds), "mean": mean, "ci_low": low, "ci_high": high})
+                    e = estimate(values)
+                    out.append({**m.where(env), "base": base, "name": arm, "seeds": e.seeds, "mean": e.mean, "ci_low": e.ci_low, "ci_high": e.ci_high})
     return out
 
 
@@ -335,11 +332,10 @@ def group_shares(m: Matrix, plan) -> list[dict]:
                     # one, all_fail == 1, logs a share of 0 that says nothing about who wins)
                     per_seed = [[v[column] for v in cells[s]["groups"] if v[column] is not None and (metric != "explorer_win_share" or v[1] < 1)]
                                 for s in seeds]
-                    used = [s for s, values in zip(seeds, per_seed) if values]
-                    if not used:
-                        continue
                     values = [[float(np.mean(v))] for v in per_seed if v]
-                    out.append({**_row(m.where(env), base, kind, process, used, metric, bootstrap_mean_ci(values)), "name": arm})
+                    if not values:
+                        continue
+                    out.append({**_row(m.where(env), base, kind, process, metric, estimate(values)), "name": arm})
     return out
 
 
@@ -374,7 +370,7 @@ def training_rates(m: Matrix, plan) -> list[dict]:
                 kind, process = _describe(arm, cells)
                 for metric, values in per_seed.items():
                     if values:
-                        out.append({**_row(m.where(env), base, kind, process, seeds[:len(values)], metric, bootstrap_mean_ci(values)),
+                        out.append({**_row(m.where(env), base, kind, process, metric, estimate(values)),
                                     "name": arm, "measure": TOTAL_MEASURE})
     return out
 
@@ -546,14 +542,14 @@ def _curves(ax, m: Matrix, plan, env: str, base: str, metric: str = "success") -
         starts = m.matrix(env, base, "start", seeds, metric, plan.curve_temperature, None)
         steps = sorted({e["learner_steps"] for s in seeds for e in m.record(env, base, arm, s)["evals"]
                         if e["temperature"] == plan.curve_temperature})
-        xs, means, lows, highs = [0], *[[v] for v in bootstrap_mean_ci(starts)]
+        xs, matrices = [0], [starts]
         targets = [round(f * m.budget(env, base)) for f in plan.fractions]
         for target in targets:
             values = m.matrix(env, base, arm, seeds, metric, plan.curve_temperature, target)
             if values is None or not steps:
                 continue
-            mean, low, high = bootstrap_mean_ci(values)
-            xs.append(target), means.append(mean), lows.append(low), highs.append(high)
+            xs.append(target), matrices.append(values)
+        means, lows, highs = curve_band(matrices, replicates=2000)  # the tables' bootstrap: a band and a row agree
         style = "--" if arm.startswith("dense") else ":" if "sync" in arm else "-"
         ax.plot(xs, means, style, color=colour, label=arm, marker="o", markersize=3)
         ax.fill_between(xs, lows, highs, color=colour, alpha=0.12)

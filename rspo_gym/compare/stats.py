@@ -86,30 +86,42 @@ def difference(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], *, pa
     """``mean(a) - mean(b)`` on the same task columns, with its interval, verdict and smallest
     detectable difference; ``paired_seeds`` when row k of both is the same training seed.
 
+    Paired, the difference is the mean of the per-(seed, task) differences, ``mean(a - b)``: the
+    same number in exact arithmetic, and in floats the one ``intervals.paired_difference_ci`` gives,
+    so results reported through either agree to the last bit (two equal matrices give exactly 0).
+
     >>> d = difference([[1, 0, 1, 1], [1, 0, 1, 0]], [[1, 0, 1, 1], [1, 0, 1, 0]], paired_seeds=True)
     >>> d.difference, d.ci_low, d.ci_high, d.verdict
     (0.0, 0.0, 0.0, 'no difference at this noise')
+    >>> a, b = [[0.1, 0.2, 0.3]], [[0.3, 0.2, 0.1]]
+    >>> difference(a, b, paired_seeds=True).difference, difference(a, b, paired_seeds=False).difference
+    (0.0, 5.551115123125783e-17)
     """
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     draws = difference_draws(a, b, paired_seeds=paired_seeds, replicates=replicates, seed=seed)
     low, high = (float(v) for v in np.percentile(draws, [2.5, 97.5]))
-    diff = float(a.mean() - b.mean())
+    diff = float((a - b).mean() if paired_seeds else a.mean() - b.mean())
     return Difference(diff, low, high, verdict(low, high), (a.shape[0], b.shape[0]), a.shape[1], paired_seeds,
                       float(DETECTABLE_SES * draws.std()))
 
 
-def area_under_curve(iterations: Sequence[float], values: np.ndarray) -> np.ndarray:
+def area_under_curve(iterations: Sequence[float], values: np.ndarray, *, span: float | None = None) -> np.ndarray:
     """Per task, the mean of a held-out curve over its span: the trapezoid area under
     ``values`` (``(evaluations, tasks)``, one row per entry of ``iterations``) divided by the
     span of ``iterations``; a curve that rises sooner has the larger area (speed).
 
+    ``span`` divides by a fixed budget instead: runs compared over one budget are each divided by
+    it, so a run whose evaluations stop short of the budget adds nothing past its last one.
+
     >>> area_under_curve([0, 10, 20], np.array([[0.0, 1.0], [1.0, 1.0], [1.0, 1.0]])).tolist()
     [0.75, 1.0]
+    >>> area_under_curve([0, 10, 20], np.array([[0.0, 1.0], [1.0, 1.0], [1.0, 1.0]]), span=40).tolist()
+    [0.375, 0.5]
     """
     x = np.asarray(iterations, dtype=float)
     if len(x) < 2 or x[-1] <= x[0]:
         raise ValueError("an area under a curve needs two evaluations at different iterations")
-    return np.trapezoid(np.asarray(values, dtype=float), x, axis=0) / (x[-1] - x[0])
+    return np.trapezoid(np.asarray(values, dtype=float), x, axis=0) / (x[-1] - x[0] if span is None else span)
 
 
 def curve_at(steps: Sequence[float], values: np.ndarray, grid: Sequence[float]) -> np.ndarray:
