@@ -52,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write_json  # noqa: E402
 from rspo_gym.compare.stats import Estimate, area_under_curve, curve_band, difference, estimate, verdict  # noqa: E402
 from rspo_gym.plotting import forest_plot  # noqa: E402
+from run_folder_report import is_llm, report as run_folder_report  # noqa: E402
 from rspo_matrix import ARMS, BASES, MAIN_ARMS, PLANS, REGIME_ARMS, env_of, load_results, regime_name  # noqa: E402
 
 #: The explorer study's comparisons (a plan counting ``total`` env steps: every one at equal compute).
@@ -389,8 +390,11 @@ def _public_total(views: dict, rates: list[dict]) -> tuple[list[dict], list[dict
 
 
 def summary_kind(item: dict) -> str:
-    """Which study a ``summary.json`` row or difference belongs to: ``total`` (the explorer study,
-    at equal total env steps), ``regimes`` (it carries ``regime``) or ``matrix``."""
+    """Which study a ``summary.json`` row or difference belongs to: ``llm`` (a run-folder matrix's,
+    ``run_folder_report.py``'s), ``total`` (the explorer study, at equal total env steps),
+    ``regimes`` (it carries ``regime``) or ``matrix``."""
+    if is_llm(item):
+        return "llm"
     if item.get("measure") == TOTAL_MEASURE:
         return "total"
     return "regimes" if "regime" in item else "matrix"
@@ -666,6 +670,11 @@ def main(argv: list[str] | None = None) -> int:
                              "(the regimes study's, which carry `regime`, or the others) and keep the rest")
     args = parser.parse_args(argv)
     plan = PLANS[args.preset]
+    if all(p.run_folders for p in plan.envs.values()):  # run folders: compare's own report
+        out = args.out or args.results
+        run_folder_report(args.results, out, out / "summary.json" if args.merge_summary else None)
+        print((out / "tables.md").read_text())
+        return 0
     if args.steps is not None:
         plan = replace(plan, envs={e: p.overridden(learner_steps=args.steps) for e, p in plan.envs.items()})
     out = args.out or args.results

@@ -225,7 +225,8 @@ def report(results: Path, out: Path, merge: Path | None = None) -> dict:
     if merge is not None:
         old = json.loads(merge.read_text()) if merge.exists() else {"rows": [], "differences": []}
         write_json(merge, {k: [i for i in old.get(k, []) if not is_llm(i)] + summary[k] for k in ("rows", "differences")})
-    write_json(out / "summary.json", summary)
+    if merge is None or merge.resolve() != (out / "summary.json").resolve():
+        write_json(out / "summary.json", summary)
     write_json(out / "costs.json", spent)
     (out / "tables.md").write_text(tables(rows, diffs, spent), encoding="utf-8")
     forests(diffs, out)

@@ -61,11 +61,24 @@ def test_run_folder_cells_are_compared_by_compare_runs_and_resumed_cell_by_cell(
     assert explorer["kind"] == "rspo-explorer" and explorer["explorer"]["explorer_warmup_iterations"] == 1
 
     summary = compare_runs(groups={arm: str(out / "runs" / f"*-grpo-{arm}-seed*") for arm in ("outcome", "agent-helpful")},
-                           baseline="outcome", out=tmp_path / "compare", x="total_env_steps", replicates=200, progress=False,
+                           baseline="outcome", out=tmp_path / "compare", x="total_env_steps", replicates=2000, progress=False,
                            say=lambda _: None)
     assert summary["evaluated_runs"] == [] and summary["task_ids"] == start["task_id"]  # every run read from its own records
     assert [(g["name"], g["seeds"]) for g in summary["groups"]] == [("outcome", [0, 1]), ("agent-helpful", [0, 1])]
     assert summary["total_env_steps"] >= 20 and (tmp_path / "compare" / "report.md").is_file()
+
+    # the report's numbers are compare's: the same difference, and rows in summary.json's schema with the LLM's regime
+    reported = _module("run_folder_report").report(out, tmp_path / "report")
+    headline = next(d for d in reported["differences"] if d["names"] == ["agent-helpful", "outcome"] and d["metric"] == "success"
+                    and d["measure"] == "equal_total_env_steps")
+    final = next(d for d in summary["differences"] if d["measure"] == "final")
+    assert (headline["mean"], headline["ci_low"], headline["ci_high"], headline["seeds"]) == (final["difference"], final["ci_low"], final["ci_high"], 2)
+    assert {d["measure"] for d in reported["differences"]} == {"equal_total_env_steps", "equal_learner_env_steps"}
+    assert {(r["name"], r["metric"]) for r in reported["rows"]} >= {(a, m) for a in ("outcome", "agent-helpful")
+                                                                     for m in ("success", "auc_success", "gain_success")}
+    assert all(r["regime"] == {"start": "expert-clone", "policy": "tiny-alfworld"} for r in reported["rows"])
+    assert any(d["names"] == ["outcome", "start"] for d in reported["differences"])
+    assert (tmp_path / "report" / "tables.md").is_file() and (tmp_path / "report" / "grpo" / "report.md").is_file()
 
     def refuse(jobs, workers, keep) -> int:
         assert list(jobs) == [], "a finished cell or start was run again"
