@@ -120,7 +120,7 @@ def test_the_learning_preset_is_every_combination_from_tiny_alfworld_on_alfworld
     (key, alfworld), = plan.envs.items()
     assert m.env_of(key) == m.ALFWORLD  # the tiny-webshop half is not ported: that clone does not generalise
     assert (alfworld.model, alfworld.learner_steps, alfworld.axis, alfworld.run_folders) == ("tiny-alfworld", 1_875, "total", True)
-    assert (alfworld.heldout, alfworld.heldout_episodes, alfworld.trainer) == (m.LLM_ALFWORLD.heldout, 8, m.LLM_TRAINER)
+    assert (alfworld.heldout, alfworld.heldout_episodes, alfworld.trainer) == (m.LLM_ALFWORLD.heldout, 12, m.LLM_TRAINER)
     assert alfworld.explorer == ()  # the old comparison's explorer (EARLIER_EXPLORER)
     cells = {(base, arm) for base, seeds, arms in plan.cells for arm in arms}
     assert cells == {(b, a) for b in ("grpo", "ppo", "gigpo") for a in ("outcome", "dense-aligned", "explorer-aligned")} | {("grpo", "rank-aligned")}
