@@ -2,8 +2,8 @@
 
     python benchmarks/answer_figures.py
 
-Reads ``docs/results_fast/summary.json`` (the matrix's, the sparse-regime study's and the
-explorer study's paired differences), ``docs/results_fast/details.json`` (the equal-total-steps view) and
+Reads ``docs/results_fast/summary.json`` (the matrix's, the sparse-regime study's, the
+explorer study's and the LLM matrix's paired differences), ``docs/results_fast/details.json`` (the equal-total-steps view) and
 ``docs/quickstart_search.json`` (the quick start's seeds), and writes one forest plot per question
 beside this file with ``rspo_gym.plotting.forest_plot``.
 """
@@ -21,6 +21,10 @@ HERE = DOCS / "answers"
 ALF, WEB, WEB_V1 = "rspo/ALFWorld-v0", "rspo/WebShop-v0", "rspo/WebShop-v1"
 UNTRAINED_WEB = {"start": "untrained", "policy": "drrn"}
 UNTRAINED_ALF = {"start": "untrained", "policy": "drrn-memory"}
+LLM = {"start": "expert-clone", "policy": "tiny-alfworld"}
+#: The LLM matrix's answer rows: the base's gain, RSPO against each base and the explorer's two controls.
+LLM_ROWS = (("grpo", ("outcome", "start")), ("grpo", ("agent-helpful", "outcome")), ("grpo", ("agent-helpful", "outcome-nm")),
+            ("grpo", ("agent-helpful", "dense-helpful")), ("ppo", ("agent-helpful", "outcome")), ("gigpo", ("agent-helpful", "outcome")))
 
 
 def _find(differences, env, metric, a, b, *, base="grpo", regime=None, seeds=None, names=None):
@@ -33,6 +37,12 @@ def _find(differences, env, metric, a, b, *, base="grpo", regime=None, seeds=Non
     if len(found) != 1:
         raise LookupError(f"{len(found)} differences match {env} {metric} {base} {a} − {b} {regime}")
     return found[0]
+
+
+def _llm(differences, base, a, b):
+    """The LLM matrix's difference ``a − b`` (cell arms) of ``base``, or None before two seeds of both ran."""
+    found = [d for d in differences if d["base"] == base and d["names"] == [a, b]]
+    return found[0] if found else None
 
 
 def _row(label, d):
@@ -99,6 +109,13 @@ def figures(docs: Path = DOCS) -> dict[str, dict]:
                  _find(regimes, ALF, "success", ("dense", "events:once"), outcome, regime=UNTRAINED_ALF))]
     out["faster.png"] = dict(rows=rows, xlabel="difference (area = speed; final = end of the budget)",
         title="A helpful process reward against the outcome, from untrained starts (GRPO, 10 seeds, 95 % intervals)")
+
+    llm = [d for d in summary["differences"] if d.get("regime") == LLM and d["metric"] == "success"
+           and d["measure"] == "equal_total_env_steps"]
+    rows = [_row(f"{base.upper()}: {a} − {b} ({d['seeds']} seeds)", d)
+            for base, (a, b) in LLM_ROWS if (d := _llm(llm, base, a, b)) is not None]
+    out["llm.png"] = dict(rows=rows, xlabel="difference of final held-out success at equal total env steps",
+        title="With an LLM agent (tiny-alfworld on ALFWorld), does RSPO beat its base? (95 % intervals)")
 
     search = json.loads((docs / "quickstart_search.json").read_text(encoding="utf-8"))
     runs = sorted((r for r in search["runs"] if r["candidate"] == "default"), key=lambda r: r["seed"])
