@@ -166,7 +166,7 @@ class RSPOTrainer(Trainer):
         self.explorer_optimizer = None
         self._explorer_rollout: Rollout | None = None
         self._synced = False  # the explorer was re-synced before this iteration's rollout
-        self._warmup_steps = 0  # env steps of the explorer's warm-up, counted in iteration 0's
+        self._warmup_steps = self._warmup_tokens = 0  # the explorer's warm-up's env steps and tokens, counted in iteration 0's
         if c.swap == "explorer" and c.explorer_group_size > 0:
             if self.env_factory is None:
                 raise ValueError(
@@ -320,11 +320,12 @@ class RSPOTrainer(Trainer):
             return True
         return c.explorer_sync_on_overtake and learner_overtook(self.history, c.explorer_overtake_window)
 
-    def warm_up_explorer(self) -> int:
+    def warm_up_explorer(self) -> tuple[int, int]:
         """Train the explorer alone on the dense reward for ``explorer_warmup_iterations``
-        iterations of fresh tasks (their own task and sampling streams); its env steps, all ranks."""
+        iterations of fresh tasks (their own task and sampling streams); its env steps and
+        generated tokens, all ranks."""
         c = self.config
-        steps = 0
+        steps = tokens = 0
         for k in range(c.explorer_warmup_iterations):
             with self.dist.full_weights(self.explorer):
                 rollout = collect(
@@ -334,7 +335,9 @@ class RSPOTrainer(Trainer):
                 )
             self.explorer_update(rollout, k)
             steps += len(rollout.rows)
-        return int(self.dist.sum([steps])[0])
+            tokens += sum(len(r.response_ids) for r in rollout.rows)
+        steps, tokens = self.dist.sum([steps, tokens])
+        return int(steps), int(tokens)
 
     def optimizers(self) -> list[torch.optim.Optimizer]:
         """The learner's optimizer and the explorer's: the lr schedule drives both."""
@@ -352,7 +355,7 @@ class RSPOTrainer(Trainer):
         c = self.config
         self._iteration_for_anneal = it
         if self.explorer is not None and it == 0 and self._gen_batch == 0 and c.explorer_warmup_iterations:
-            self._warmup_steps = self.warm_up_explorer()
+            self._warmup_steps, self._warmup_tokens = self.warm_up_explorer()
         tasks = self.tasks(it)
         with self.dist.full_weights(self.policy):
             learner = self.gen_batch_ids(collect(self.policy, self.venv, self.collect_config(it), **tasks, row_seeds=self.row_seeds(it, c.group_size),
@@ -393,12 +396,13 @@ class RSPOTrainer(Trainer):
         ])  # summed over ranks
         metrics["explorer/replayed_rows"] = float(replayed)
         metrics["explorer/env_steps"] = int(steps) + self._warmup_steps
-        metrics["explorer/generated_tokens"] = int(tokens)
+        metrics["explorer/generated_tokens"] = int(tokens) + self._warmup_tokens
         metrics["explorer/synced"] = float(self._synced)
         metrics["explorer/success_gap"] = metrics["explorer/success"] - self.rollout_metrics(self.gathered(rollout))["rollout/success"]
         if self._warmup_steps:
             metrics["explorer/warmup_env_steps"] = self._warmup_steps
-            self._warmup_steps = 0
+            metrics["explorer/warmup_generated_tokens"] = self._warmup_tokens
+            self._warmup_steps = self._warmup_tokens = 0
         metrics.update(self.explorer_update(explorer_rollout, it))
         return metrics
 

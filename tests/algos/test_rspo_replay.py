@@ -130,7 +130,11 @@ def test_a_warm_explorer_trains_alone_first_and_its_steps_are_counted():
     # two warm-up iterations of 2 tasks x 1 explorer member, at most 3 turns each
     assert 4 <= metrics["explorer/warmup_env_steps"] <= 12
     assert metrics["explorer/env_steps"] == own + metrics["explorer/warmup_env_steps"]
+    own_tokens = sum(len(r.response_ids) for r in trainer._explorer_rollout.rows)
+    assert metrics["explorer/warmup_generated_tokens"] > 0  # the warm-up's tokens count as its steps do
+    assert metrics["explorer/generated_tokens"] == own_tokens + metrics["explorer/warmup_generated_tokens"]
     assert metrics["explorer/success_gap"] == metrics["explorer/success"] - trainer.rollout_metrics(rollout)["rollout/success"]
     second = trainer.train_on(trainer.collect(1), 1)
     assert "explorer/warmup_env_steps" not in second and second["explorer/env_steps"] == len(trainer._explorer_rollout.rows)
+    assert second["explorer/generated_tokens"] == sum(len(r.response_ids) for r in trainer._explorer_rollout.rows)
     trainer.close()
