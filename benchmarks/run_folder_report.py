@@ -218,8 +218,9 @@ def report(results: Path, out: Path, merge: Path | None = None) -> dict:
             for a, b in PAIRS:
                 if a in arms and b in arms:
                     diffs += pair_differences(arms, a, b, x)
-        if "outcome" in arms:  # compare's own report of every arm against the outcome: curves and a forest plot
-            compare(arms, list(arms), "outcome", "total_env_steps", out=out / base)
+        if "outcome" in arms:  # compare's own report of every arm against the outcome (those with two of its seeds): curves, a forest plot
+            paired = [a for a in arms if len(set(arms[a]) & set(arms["outcome"])) >= 2]
+            compare(arms, ["outcome", *(a for a in paired if a != "outcome")], "outcome", "total_env_steps", out=out / base)
         spent[base] = costs(arms)
     summary = {"rows": rows, "differences": diffs}
     if merge is not None:
