@@ -912,9 +912,9 @@ def run_folder_matrix(plan: Plan, out: Path, jobs: int) -> int:
     MKL's AVX2 branch (as the quick start: the same numbers on every Intel CPU)."""
     from rspo_gym.quickstart import pin_cpu_kernels
 
-    pin_cpu_kernels("avx2")  # inherited by the spawned workers, which load torch after it
     if not all(p.run_folders for p in plan.envs.values()):
         raise ValueError("a preset's plans are all run-folder plans or none")
+    pin_cpu_kernels("avx2")  # inherited by the spawned workers, which load torch after it
     for folder in ("starts", "runs"):
         (out / folder).mkdir(parents=True, exist_ok=True)
     starts = [key for key in plan.envs if not start_record_path(out, key).exists()]

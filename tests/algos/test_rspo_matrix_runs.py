@@ -106,12 +106,14 @@ def test_run_folder_cells_are_compared_by_compare_runs_and_resumed_cell_by_cell(
     assert _records(interrupted) == finished  # the rerun's records are the uninterrupted run's
 
 
-def test_a_preset_mixing_run_folder_and_json_plans_is_refused(tmp_path):
+def test_a_preset_mixing_run_folder_and_json_plans_is_refused_before_the_environment_changes(tmp_path):
     m = _module("rspo_matrix")
     plan = m.PLANS["llm-micro"]
     mixed = replace(plan, envs={**plan.envs, m.WEBSHOP: m.ENVS[m.WEBSHOP]})
+    before = dict(os.environ)
     with pytest.raises(ValueError, match="all run-folder plans or none"):
         m.run_folder_matrix(mixed, tmp_path, jobs=1)
+    assert dict(os.environ) == before  # the kernels' pin is the workers' (later tests' subprocesses inherit this process's)
 
 
 def test_the_learning_preset_is_every_combination_from_tiny_alfworld_on_alfworld():
