@@ -44,13 +44,22 @@ def test_the_scorer_trains_on_one_thread_that_waits_passively_unless_the_user_sa
         assert told == {"code": 0, "threads": 2, "wait": "ACTIVE"}
 
 
+def _as_a_terminal_starts_it() -> None:
+    """SIGINT unblocked and at its default in the child, as a shell starts a command: a child
+    inherits its parent's signal mask and ignored signals, and the test process's may have been
+    changed by the libraries earlier tests ran (in the whole suite the interrupted command never
+    saw the signal; alone it did)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt(command: list[str], ready: str, tmp_path) -> subprocess.CompletedProcess:
     """Run ``command`` in its own process group and, once ``ready`` is a line of its stdout or a
     file under ``tmp_path``, send the group SIGINT, as Ctrl-C in a terminal does."""
     stdout, stderr = tmp_path / "stdout", tmp_path / "stderr"
     with open(stdout, "w") as out, open(stderr, "w") as err:
         process = subprocess.Popen([sys.executable, "-m", "rspo_gym", *command], stdout=out, stderr=err, text=True,
-                                   start_new_session=True, cwd=tmp_path)
+                                   start_new_session=True, cwd=tmp_path, preexec_fn=_as_a_terminal_starts_it)
         deadline = time.monotonic() + 240
         while not ((tmp_path / ready).exists() or ready in stdout.read_text()):
             assert process.poll() is None and time.monotonic() < deadline, stderr.read_text()[-3000:]
