@@ -133,9 +133,9 @@ def pair_differences(arms: dict[str, dict[int, Cell]], a: str, b: str, x: str) -
     return out
 
 
-def gain_difference(arms: dict[str, dict[int, Cell]]) -> list[dict]:
-    """The outcome arm's gain over the start, as a difference ``outcome − start``."""
-    rows = [r for r in arm_rows(arms, "outcome") if r["metric"] == "gain_success"] if "outcome" in arms else []
+def gain_difference(rows: list[dict]) -> list[dict]:
+    """The outcome arm's gain over the start (its ``gain_success`` row), as a difference ``outcome − start``."""
+    rows = [r for r in rows if r["name"] == "outcome" and r["metric"] == "gain_success"]
     return [{**{k: r[k] for k in ("env", "regime", "base")}, "a": {"arm": "outcome", "process_reward": None},
              "b": {"arm": "start", "process_reward": None}, "names": ["outcome", "start"], "metric": "success", "seeds": r["seeds"],
              **{k: r[k] for k in ("mean", "ci_low", "ci_high", "detectable")}, "measure": r["measure"]} for r in rows]
@@ -211,9 +211,9 @@ def report(results: Path, out: Path, merge: Path | None = None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     rows, diffs, spent = [], [], {}
     for (_, _, base), arms in by_arm(load_cells(results)).items():
-        for arm in arms:
-            rows += arm_rows(arms, arm)
-        diffs += gain_difference(arms)
+        mine = [r for arm in arms for r in arm_rows(arms, arm)]
+        rows += mine
+        diffs += gain_difference(mine)
         for x in AXES:
             for a, b in PAIRS:
                 if a in arms and b in arms:
