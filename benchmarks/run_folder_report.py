@@ -141,14 +141,11 @@ def gain_difference(rows: list[dict]) -> list[dict]:
              **{k: r[k] for k in ("mean", "ci_low", "ci_high", "detectable")}, "measure": r["measure"]} for r in rows]
 
 
-def _metrics_rows(cell: Cell) -> list[dict]:
-    return [json.loads(line) for line in (cell.folder / "metrics.jsonl").read_text().splitlines() if line.strip()]
-
-
 def costs(arms: dict[str, dict[int, Cell]]) -> list[dict]:
     """Per arm: wall minutes and generated tokens per cell (means over seeds), and for an explorer
     arm how much more often its explorer won per episode than its learner (each seed's mean over
     the iterations both played, with a 95 % interval over seeds)."""
+    from rspo_gym.compare.files import metrics_rows
     from rspo_gym.compare.stats import estimate
 
     out = []
@@ -156,7 +153,7 @@ def costs(arms: dict[str, dict[int, Cell]]) -> list[dict]:
         cells = list(seeds.values())
         row = {"name": arm, "seeds": len(cells), "minutes": sum(c.info["seconds"] for c in cells) / len(cells) / 60,
                "generated_tokens": sum(c.info["generated_tokens"] for c in cells) / len(cells)}
-        gaps = [[r["explorer/success_gap"] for r in _metrics_rows(c) if "explorer/success_gap" in r] for c in cells]
+        gaps = [[r["explorer/success_gap"] for r in metrics_rows(c.folder) if "explorer/success_gap" in r] for c in cells]
         if all(gaps) and len(cells) >= 2:
             row["explorer_success_gap"] = estimate([[sum(g) / len(g)] for g in gaps], replicates=REPLICATES).to_dict()
         out.append(row)

@@ -10,7 +10,7 @@ never printed as a number or left to a traceback further on.
   interpreter's stack is refused, not a ``RecursionError`` (``NaN`` and ``Infinity`` parse, and
   the checks of the fields that hold them refuse them by name).
 - ``read_config``: a run's ``config.json`` as such a file.
-- ``last_iteration``: the highest ``iteration`` in ``metrics.jsonl``, read line by line under caps;
+- ``metrics_rows``: ``metrics.jsonl``'s rows, read line by line under caps; ``last_iteration``: the highest ``iteration``;
   ``learner_env_steps``: the learner's env steps by iteration, from the same rows.
 - ``read_records``: the run's ``evaluations/<iteration>.json`` records, each checked field by field
   (``training/eval_records.py`` documents them): types, lengths, success in {0, 1}, scores finite
@@ -44,7 +44,7 @@ except ImportError:  # Windows: no flock, so no writer's lock to see
 
 __all__ = [
     "MAX_RECORD_BYTES", "MAX_CONFIG_BYTES", "MAX_METRICS_BYTES", "MAX_METRICS_LINE", "MAX_ITERATION", "SCORED_ENVS",
-    "read_bytes", "read_json", "read_config", "last_iteration", "learner_env_steps", "episode_seeds", "check_record", "read_records",
+    "read_bytes", "read_json", "read_config", "metrics_rows", "last_iteration", "learner_env_steps", "episode_seeds", "check_record", "read_records",
     "check_not_running",
 ]
 
@@ -124,7 +124,7 @@ def _is_int(value: Any, low: int = 0, high: int = MAX_ITERATION) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
-def _metrics_rows(folder: str | Path) -> Iterator[dict[str, Any]]:
+def metrics_rows(folder: str | Path) -> Iterator[dict[str, Any]]:
     """The rows of ``folder``'s ``metrics.jsonl`` (none without one), read line by line under
     caps. The file is rewritten whole by the trainer, so a line that is not a row with a counter
     for an iteration is damage, refused with its line number (a row's other values may be
@@ -158,7 +158,7 @@ def _metrics_rows(folder: str | Path) -> Iterator[dict[str, Any]]:
 
 def last_iteration(folder: str | Path) -> int:
     """The highest ``iteration`` in ``folder``'s ``metrics.jsonl`` (0 without one)."""
-    return max((row["iteration"] for row in _metrics_rows(folder)), default=0)
+    return max((row["iteration"] for row in metrics_rows(folder)), default=0)
 
 
 def learner_env_steps(folder: str | Path) -> dict[int, int] | None:
@@ -167,7 +167,7 @@ def learner_env_steps(folder: str | Path) -> dict[int, int] | None:
     its warm-up's included). None where a row lacks a count or its counts are not ones the trainer
     writes: such a run cannot be paired at equal learner steps, and compare says so when asked."""
     out, done = {0: 0}, 0
-    for row in sorted(_metrics_rows(folder), key=lambda r: r["iteration"]):
+    for row in sorted(metrics_rows(folder), key=lambda r: r["iteration"]):
         steps, explorer = row.get("env_steps"), row.get("explorer/env_steps", 0)
         if not _is_int(steps) or not _is_int(explorer, high=steps):
             return None
