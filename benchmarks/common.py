@@ -8,7 +8,7 @@ import multiprocessing
 import resource
 import sys
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -55,23 +55,38 @@ def saved_bytes(run, exclude: set[int] = frozenset()) -> int:
     return sum(storages.values())
 
 
-def run_fresh(jobs: Iterable[tuple[Any, Callable, tuple]], workers: int, on_result: Callable[[Any, Any, int, int], None]) -> int:
+def run_fresh(jobs: Iterable[tuple[Any, Callable, tuple]], workers: int, on_result: Callable[[Any, Any, int, int], None],
+              stop: Callable[[], bool] = lambda: False) -> int:
     """Run each ``(key, fn, args)`` in a fresh spawned process, ``workers`` at a time, and hand
     ``on_result(key, result, done, total)`` each result as it finishes (so an interrupted run keeps
     what finished). A job that raises is reported on stderr and the others go on; returns how
-    many failed. A fresh process per job: its peak RSS is its own, and nothing leaks between jobs."""
-    jobs = list(jobs)
-    failed = 0
+    many failed. A fresh process per job: its peak RSS is its own, and nothing leaks between jobs.
+
+    Jobs are handed out as workers free up, and none is once ``stop()`` is true: the running ones
+    finish and are kept, so a run of hours can be ended between jobs without losing one.
+    """
+    pending = list(jobs)[::-1]
+    total, done, failed = len(pending), 0, 0
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=max(1, workers), mp_context=context, max_tasks_per_child=1) as pool:
-        futures = {pool.submit(fn, *args): key for key, fn, args in jobs}
-        for done, future in enumerate(as_completed(futures), 1):
-            key = futures[future]
-            try:
-                result = future.result()
-            except Exception as error:  # report and go on: the other jobs are still worth having
-                failed += 1
-                print(f"{key} failed: {error!r}", file=sys.stderr, flush=True)
-                continue
-            on_result(key, result, done, len(jobs))
+        running: dict = {}
+        while pending or running:
+            while pending and len(running) < max(1, workers) and not stop():
+                key, fn, args = pending.pop()
+                running[pool.submit(fn, *args)] = key
+            if not running:
+                break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                key = running.pop(future)
+                done += 1
+                try:
+                    result = future.result()
+                except Exception as error:  # report and go on: the other jobs are still worth having
+                    failed += 1
+                    print(f"{key} failed: {error!r}", file=sys.stderr, flush=True)
+                    continue
+                on_result(key, result, done, total)
+    if pending:
+        print(f"stopped on request: {len(pending)} job(s) not started", file=sys.stderr, flush=True)
     return failed

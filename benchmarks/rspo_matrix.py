@@ -64,7 +64,8 @@ Run-folder presets (``EnvPlan.run_folders``): each cell is the trainer's own run
 ``evaluations/`` at the plan's points with the start's record as iteration 0, ``policy/``, and last
 ``cell.json``: wall time, generated tokens, the CPU); the start is the same policy on the same
 episodes for every seed and arm, so it is measured once (``<out>/starts/``). A folder without
-``cell.json`` is an interrupted cell: it is removed and run again. The workers run torch's and
+``cell.json`` is an interrupted cell: it is removed and run again; ``touch <out>/STOP`` ends a run
+once its running cells finish. The workers run torch's and
 MKL's AVX2 code paths, as the quick start does. ``rspo-gym compare`` (``rspo_gym.compare.compare_runs``)
 compares them, at equal total env steps with ``--x total_env_steps``. The presets:
 ``llm-alfworld`` (the LLM matrix: ``tiny-alfworld`` at the quick start's scale), ``learning``
@@ -906,10 +907,16 @@ def _select(plan: Plan, args: argparse.Namespace) -> Plan:
     return replace(plan, envs=envs, cells=tuple(cells))
 
 
+#: A file of this name in a run-folder matrix's ``--out`` ends the run between cells: the running
+#: cells finish and are kept, no other starts (a sitting ends without losing a cell in flight).
+STOP_FILE = "STOP"
+
+
 def run_folder_matrix(plan: Plan, out: Path, jobs: int) -> int:
     """Run a run-folder plan: each env plan's start once (``measure_start``), then every cell not
     finished (``is_done``), ``jobs`` at a time in fresh processes with torch's AVX2 kernels and
-    MKL's AVX2 branch (as the quick start: the same numbers on every Intel CPU)."""
+    MKL's AVX2 branch (as the quick start: the same numbers on every Intel CPU). Creating
+    ``out/STOP`` starts no further cell; the next run removes it and goes on."""
     from rspo_gym.quickstart import pin_cpu_kernels
 
     if not all(p.run_folders for p in plan.envs.values()):
@@ -917,6 +924,10 @@ def run_folder_matrix(plan: Plan, out: Path, jobs: int) -> int:
     pin_cpu_kernels("avx2")  # inherited by the spawned workers, which load torch after it
     for folder in ("starts", "runs"):
         (out / folder).mkdir(parents=True, exist_ok=True)
+    stop_file = out / STOP_FILE
+    if stop_file.exists():
+        stop_file.unlink()
+        print(f"removed {stop_file}, left by the run it stopped", flush=True)
     starts = [key for key in plan.envs if not start_record_path(out, key).exists()]
     todo = [key for key in plan.todo() if not is_done(run_folder(out, *key))]
     print(f"{len(starts)} starts and {len(todo)} cells to run ({len(plan.todo())} in the plan) in {out}", flush=True)
@@ -931,9 +942,9 @@ def run_folder_matrix(plan: Plan, out: Path, jobs: int) -> int:
         print(f"[{done}/{total}] cell {' '.join(map(str, key))}: held-out success {sum(final['success']) / len(final['success']):.3f} "
               f"({result['seconds']:.0f} s)", flush=True)
 
-    failed = run_fresh([(("start", (key,)), measure_start, (key, plan)) for key in starts], jobs, keep)
+    failed = run_fresh([(("start", (key,)), measure_start, (key, plan)) for key in starts], jobs, keep, stop_file.exists)
     if not failed:
-        failed = run_fresh([(("cell", key), run_folder_cell, (*key, plan, out)) for key in todo], jobs, keep)
+        failed = run_fresh([(("cell", key), run_folder_cell, (*key, plan, out)) for key in todo], jobs, keep, stop_file.exists)
     if failed:
         print(f"{failed} job(s) failed; rerun to retry them (finished cells are kept)", file=sys.stderr)
     return 1 if failed else 0

@@ -331,10 +331,12 @@ def test_the_helpful_role_trains_with_its_choice_and_a_run_overrides_it(monkeypa
         assert error.value.code == 2 and not chosen  # argparse's error, before anything runs
 
 
-def _serially(jobs, workers, keep) -> int:
+def _serially(jobs, workers, keep, stop=lambda: False) -> int:
     """``run_fresh`` in this process: the micro cells take seconds, a fresh process each would dominate."""
     jobs = list(jobs)
     for done, (key, fn, args) in enumerate(jobs, 1):
+        if stop():
+            break
         keep(key, fn(*args), done, len(jobs))
     return 0
 

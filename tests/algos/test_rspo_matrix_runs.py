@@ -80,7 +80,7 @@ def test_run_folder_cells_are_compared_by_compare_runs_and_resumed_cell_by_cell(
     assert any(d["names"] == ["outcome", "start"] for d in reported["differences"])
     assert (tmp_path / "report" / "tables.md").is_file() and (tmp_path / "report" / "grpo" / "report.md").is_file()
 
-    def refuse(jobs, workers, keep) -> int:
+    def refuse(jobs, workers, keep, stop) -> int:
         assert list(jobs) == [], "a finished cell or start was run again"
         return 0
 
@@ -94,16 +94,43 @@ def test_run_folder_cells_are_compared_by_compare_runs_and_resumed_cell_by_cell(
     (interrupted / "leftover.tmp").write_text("from the killed run")
     ran = []
 
-    def record(jobs, workers, keep) -> int:
+    def record(jobs, workers, keep, stop) -> int:
         jobs = list(jobs)
         ran.extend(key for key, _, _ in jobs)
-        return _serially(jobs, workers, keep)
+        return _serially(jobs, workers, keep, stop)
 
     monkeypatch.setattr(m, "run_fresh", record)
     assert m.run_folder_matrix(plan, out, jobs=1) == 0
     assert ran == [("cell", (key, "grpo", "outcome", 1))]
     assert m.is_done(interrupted) and not (interrupted / "leftover.tmp").exists()
     assert _records(interrupted) == finished  # the rerun's records are the uninterrupted run's
+
+
+def test_a_stop_file_ends_the_run_between_cells_and_the_next_run_removes_it_and_goes_on(tmp_path, monkeypatch):
+    m = _module("rspo_matrix")
+    monkeypatch.setattr("rspo_gym.quickstart.pin_cpu_kernels", lambda isa: None)
+    monkeypatch.setattr(m, "run_fresh", _serially)
+    plan, out = _tiny_plan(m), tmp_path / "matrix"
+    (key,) = plan.envs
+    m.start_record_path(out, key).parent.mkdir(parents=True)
+    m.start_record_path(out, key).write_text("{}")  # the start is measured: only cells are left
+    ran = []
+
+    def cell_then_stop(env_key, base, arm, seed, plan, out) -> dict:
+        """A finished cell, after which someone asks the run to stop."""
+        ran.append((arm, seed))
+        folder = m.run_folder(out, env_key, base, arm, seed)
+        (folder / "evaluations").mkdir(parents=True)
+        (folder / "evaluations" / "000001.json").write_text(json.dumps({"success": [1.0]}))
+        (folder / "cell.json").write_text("{}")
+        (out / m.STOP_FILE).touch()
+        return {"seconds": 0.0}
+
+    monkeypatch.setattr(m, "run_folder_cell", cell_then_stop)
+    assert m.run_folder_matrix(plan, out, jobs=1) == 0
+    assert ran == [("outcome", 0)] and (out / m.STOP_FILE).exists()
+    assert m.run_folder_matrix(plan, out, jobs=1) == 0  # the next sitting: the stop file is the last run's
+    assert ran == [("outcome", 0), ("agent-helpful", 0)]
 
 
 def test_a_preset_mixing_run_folder_and_json_plans_is_refused_before_the_environment_changes(tmp_path):
