@@ -44,6 +44,9 @@ AXES = {"total_env_steps": "equal_total_env_steps", "learner_env_steps": "equal_
 #: The fast policies, whose rows the fast matrix's reports write (``is_llm``).
 FAST_POLICIES = ("drrn", "drrn-memory")
 REPLICATES = 2000
+#: The seeds a difference's detectable size is predicted at (``NoiseSplit.detectable``, on the
+#: tasks it was measured on): what a 10-seed matrix would detect, told while it is still running.
+PROJECTED_SEEDS = 10
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,16 @@ def _interval(d: dict, key: str = "difference") -> dict:
     return {"mean": d[key], "ci_low": d["ci_low"], "ci_high": d["ci_high"]}
 
 
+def _detectable(d: dict) -> dict:
+    """A paired difference's smallest detectable difference, measured and predicted at ``PROJECTED_SEEDS``."""
+    from rspo_gym.compare.stats import NoiseSplit
+
+    out = {"detectable": d["detectable"]}
+    if d.get("noise"):
+        out[f"detectable_at_{PROJECTED_SEEDS}_seeds"] = NoiseSplit(**d["noise"]).detectable(PROJECTED_SEEDS, d["tasks"])
+    return out
+
+
 def arm_rows(arms: dict[str, dict[int, Cell]], arm: str) -> list[dict]:
     """An arm's rows at equal total env steps over its own seeds: final success, its area and its gain."""
     summary = compare(arms, [arm], arm, "total_env_steps")
@@ -113,8 +126,7 @@ def arm_rows(arms: dict[str, dict[int, Cell]], arm: str) -> list[dict]:
     if "auc" in group:
         rows.append({**common, "metric": "auc_success", **_interval(group["auc"]["success"], "mean")})
     if "gain" in group:
-        rows.append({**common, "metric": "gain_success", **_interval(group["gain"]["success"]),
-                     "detectable": group["gain"]["success"]["detectable"]})
+        rows.append({**common, "metric": "gain_success", **_interval(group["gain"]["success"]), **_detectable(group["gain"]["success"])})
     return rows
 
 
@@ -129,7 +141,7 @@ def pair_differences(arms: dict[str, dict[int, Cell]], a: str, b: str, x: str) -
         out.append({**_where(first_a), "a": {"arm": first_a.info["kind"], "process_reward": _process(first_a.info)},
                     "b": {"arm": first_b.info["kind"], "process_reward": _process(first_b.info)}, "names": [a, b],
                     "metric": ("auc_" if d["measure"] == "auc" else "") + d["metric"], "seeds": d["seeds"][0], **_interval(d),
-                    "detectable": d["detectable"], "measure": AXES[x], x: summary[x]})
+                    **_detectable(d), "measure": AXES[x], x: summary[x]})
     return out
 
 
@@ -138,7 +150,8 @@ def gain_difference(rows: list[dict]) -> list[dict]:
     rows = [r for r in rows if r["name"] == "outcome" and r["metric"] == "gain_success"]
     return [{**{k: r[k] for k in ("env", "regime", "base")}, "a": {"arm": "outcome", "process_reward": None},
              "b": {"arm": "start", "process_reward": None}, "names": ["outcome", "start"], "metric": "success", "seeds": r["seeds"],
-             **{k: r[k] for k in ("mean", "ci_low", "ci_high", "detectable")}, "measure": r["measure"]} for r in rows]
+             **{k: v for k, v in r.items() if k in ("mean", "ci_low", "ci_high") or k.startswith("detectable")}, "measure": r["measure"]}
+            for r in rows]
 
 
 def costs(arms: dict[str, dict[int, Cell]]) -> list[dict]:
@@ -182,10 +195,12 @@ def tables(rows: list[dict], diffs: list[dict], spent: dict[str, list[dict]]) ->
         for measure in AXES.values():
             chosen = [d for d in diffs if d["base"] == base and d["measure"] == measure and d["b"]["arm"] != "start"]
             if chosen:
-                lines += ["", f"{measure.replace('_', ' ')}:", "", "| a − b | metric | seeds | difference [95 %] | detectable |",
-                          "|---|---|---|---|---|"]
-                lines += [f"| {d['names'][0]} − {d['names'][1]} | {d['metric']} | {d['seeds']} | {_ci(d)} | {d['detectable']:.3f} |"
-                          for d in chosen]
+                projected = f"detectable_at_{PROJECTED_SEEDS}_seeds"
+                lines += ["", f"{measure.replace('_', ' ')}:", "",
+                          f"| a − b | metric | seeds | difference [95 %] | detectable | detectable at {PROJECTED_SEEDS} seeds |",
+                          "|---|---|---|---|---|---|"]
+                lines += [f"| {d['names'][0]} − {d['names'][1]} | {d['metric']} | {d['seeds']} | {_ci(d)} | {d['detectable']:.3f} | "
+                          f"{d[projected]:.3f} |" if projected in d else "|" for d in chosen]
         lines.append("")
     return "\n".join(lines)
 

@@ -10,6 +10,12 @@ The smallest detectable difference is 2.8 standard errors of the difference (the
 bootstrap draws): the true difference that these seeds and tasks would call at the 5 % level
 four times in five (1.96 + 0.84 standard errors). A difference that reads "no difference" with
 a detectable difference of 0.30 says little about an effect of 0.10; one with 0.05 says more.
+
+A paired difference also says where its noise comes from (``noise_split``): the variance between
+training seeds, between held-out tasks, and the rest (how the effect differs from task to task
+within a seed, and the episodes' own noise). From that split ``NoiseSplit.detectable`` predicts the
+detectable difference with more seeds or more tasks: more seeds cannot shrink the tasks' part,
+nor more tasks the seeds'.
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ import numpy as np
 
 from rspo_gym.intervals import bootstrap_mean_ci, difference_draws
 
-__all__ = ["Estimate", "Difference", "VERDICTS", "DETECTABLE_SES", "estimate", "difference", "verdict", "area_under_curve", "curve_at", "curve_band"]
+__all__ = ["Estimate", "Difference", "NoiseSplit", "VERDICTS", "DETECTABLE_SES", "estimate", "difference", "noise_split", "verdict",
+           "area_under_curve", "curve_at", "curve_band"]
 
 #: What a difference's interval says: above 0, below 0, or around it.
 VERDICTS = ("better", "worse", "no difference at this noise")
@@ -44,11 +51,60 @@ class Estimate:
 
 
 @dataclass(frozen=True)
+class NoiseSplit:
+    """The variances of a ``(seeds, tasks)`` matrix of paired differences: between seeds, between
+    tasks, and the residual (seed × task interaction plus the episodes' noise, which one cell per
+    seed and task cannot tell apart); a two-way random-effects split (``noise_split``)."""
+
+    seeds: float
+    tasks: float
+    residual: float
+
+    def detectable(self, seeds: int, tasks: int) -> float:
+        """The smallest detectable difference (module doc) with ``seeds`` seeds and ``tasks`` tasks.
+
+        It is 2.8 times the standard error that the two-level bootstrap would give on a matrix of
+        that shape drawn with these variances. That bootstrap's variance of the mean is exactly
+        ``sum(row dev^2)/S^2 + sum(column dev^2)/T^2 + sum(residual^2)/(S T)^2``, whose expectation
+        is the expression below; at the matrix's own shape it is the bootstrap's own variance
+        (``difference``'s ``detectable`` up to its draws), unless a variance was cut at 0.
+        """
+        s, t = seeds, tasks
+        if s < 1 or t < 1:
+            raise ValueError(f"need at least one seed and one task, got {s} and {t}")
+        variance = ((s - 1) / s**2 * (self.seeds + self.residual / t) + (t - 1) / t**2 * (self.tasks + self.residual / s)
+                    + (s - 1) * (t - 1) / (s * t) ** 2 * self.residual)
+        return float(DETECTABLE_SES * np.sqrt(variance))
+
+
+def noise_split(differences: Sequence[Sequence[float]]) -> NoiseSplit | None:
+    """The seed, task and residual variances of a ``(seeds, tasks)`` matrix of paired
+    differences, by the method of moments of a two-way layout without replication (the expected
+    mean squares); a variance the data put below 0 is 0. None under two seeds or two tasks.
+
+    >>> split = noise_split([[0.1, 0.3, 0.2], [0.3, 0.5, 0.4]])  # seed 1 is 0.2 higher on every task
+    >>> round(split.seeds, 4), round(split.tasks, 4), round(split.residual, 4)
+    (0.02, 0.01, 0.0)
+    """
+    d = np.asarray(differences, dtype=float)
+    if d.ndim != 2 or min(d.shape) < 2:
+        return None
+    seeds, tasks = d.shape
+    rows, columns, grand = d.mean(axis=1), d.mean(axis=0), d.mean()
+    residual = float(((d - rows[:, None] - columns[None, :] + grand) ** 2).sum() / ((seeds - 1) * (tasks - 1)))
+    between_seeds = tasks * float(((rows - grand) ** 2).sum()) / (seeds - 1)
+    between_tasks = seeds * float(((columns - grand) ** 2).sum()) / (tasks - 1)
+    return NoiseSplit(max(0.0, (between_seeds - residual) / tasks), max(0.0, (between_tasks - residual) / seeds), residual)
+
+
+@dataclass(frozen=True)
 class Difference:
     """``a - b`` of two groups on the same tasks, its 95 % interval and verdict.
 
     ``paired_seeds``: whether the seeds were paired too (both groups ran the same seeds);
-    ``detectable``: the smallest difference these seeds and tasks would detect (module doc)."""
+    ``detectable``: the smallest difference these seeds and tasks would detect (module doc);
+    ``noise``: where a paired difference's noise comes from (``noise_split``; None unpaired or
+    under two seeds)."""
 
     difference: float
     ci_low: float
@@ -58,6 +114,7 @@ class Difference:
     tasks: int
     paired_seeds: bool
     detectable: float
+    noise: NoiseSplit | None = None
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -102,7 +159,7 @@ def difference(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], *, pa
     low, high = (float(v) for v in np.percentile(draws, [2.5, 97.5]))
     diff = float((a - b).mean() if paired_seeds else a.mean() - b.mean())
     return Difference(diff, low, high, verdict(low, high), (a.shape[0], b.shape[0]), a.shape[1], paired_seeds,
-                      float(DETECTABLE_SES * draws.std()))
+                      float(DETECTABLE_SES * draws.std()), noise_split(a - b) if paired_seeds else None)
 
 
 def area_under_curve(iterations: Sequence[float], values: np.ndarray, *, span: float | None = None) -> np.ndarray:

@@ -37,6 +37,7 @@ def _records(folder: Path) -> dict[str, dict]:
 @pytest.mark.slow
 def test_run_folder_cells_are_compared_by_compare_runs_and_resumed_cell_by_cell(tmp_path, monkeypatch, threads):
     from rspo_gym.compare import compare_runs
+    from rspo_gym.compare.stats import NoiseSplit
 
     m = _module("rspo_matrix")
     pinned = []
@@ -73,6 +74,8 @@ def test_run_folder_cells_are_compared_by_compare_runs_and_resumed_cell_by_cell(
                     and d["measure"] == "equal_total_env_steps")
     final = next(d for d in summary["differences"] if d["measure"] == "final")
     assert (headline["mean"], headline["ci_low"], headline["ci_high"], headline["seeds"]) == (final["difference"], final["ci_low"], final["ci_high"], 2)
+    predicted = NoiseSplit(**final["noise"]).detectable(10, final["tasks"])  # what 10 seeds would detect, from the split of this one's noise
+    assert headline["detectable_at_10_seeds"] == predicted <= headline["detectable"]
     assert {d["measure"] for d in reported["differences"]} == {"equal_total_env_steps", "equal_learner_env_steps"}
     assert {(r["name"], r["metric"]) for r in reported["rows"]} >= {(a, m) for a in ("outcome", "agent-helpful")
                                                                      for m in ("success", "auc_success", "gain_success")}
