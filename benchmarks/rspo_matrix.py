@@ -448,8 +448,8 @@ LLM_ALFWORLD = EnvPlan(7_500, LLM_TRAINER, heldout=(("valid_unseen", 134),), hel
 the first 64 ``pick_and_place_simple`` train tasks to 7,500 *total* env steps (the quick start's 24
 iterations of 16 episodes take about that), held out on the 24 tasks of the type in
 ``valid_unseen`` x 12 episodes. Not ``valid_seen``: the quick start's settings, which these are,
-were chosen on its 35 tasks of the type. An evaluation is ~25 s of a ~10 min cell (the update
-dominates). The chosen explorer's warm-up is a quarter of the budget, as on WebShop: 12
+were chosen on its 35 tasks of the type. The three evaluations take ~4.5 of a cell's 14-21
+minutes (two cells at a time on 2 cores); the update takes most of the rest. The chosen explorer's warm-up is a quarter of the budget, as on WebShop: 12
 iterations of its 8 episodes."""
 LLM_GRPO_ARMS = ("outcome", "agent-helpful", "dense-helpful", "outcome-nm", "agent-misaligned", "dense-misaligned")
 LLM_OTHER_ARMS = ("outcome", "agent-helpful")
