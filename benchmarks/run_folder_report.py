@@ -200,7 +200,7 @@ def tables(rows: list[dict], diffs: list[dict], spent: dict[str, list[dict]]) ->
                           f"| a − b | metric | seeds | difference [95 %] | detectable | detectable at {PROJECTED_SEEDS} seeds |",
                           "|---|---|---|---|---|---|"]
                 lines += [f"| {d['names'][0]} − {d['names'][1]} | {d['metric']} | {d['seeds']} | {_ci(d)} | {d['detectable']:.3f} | "
-                          f"{d[projected]:.3f} |" if projected in d else "|" for d in chosen]
+                          f"{format(d[projected], '.3f') if projected in d else ''} |" for d in chosen]
         lines.append("")
     return "\n".join(lines)
 

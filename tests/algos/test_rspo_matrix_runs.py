@@ -246,3 +246,13 @@ def test_the_paper_model_is_a_local_folder_when_the_variable_names_one(monkeypat
     m = _module("rspo_matrix")
     assert {p.model for p in m.PLANS["gpu-paper"].envs.values()} == {"/models/Qwen2.5-1.5B-Instruct"}
     assert m.run_folder(Path("out"), m.WEBSHOP_V1, "gigpo", "outcome", 2) == Path("out/runs/WebShop-v1-gigpo-outcome-seed2")
+
+
+def test_a_difference_without_a_noise_split_keeps_its_table_row():
+    """An unpaired difference has no ``noise``, so no prediction at 10 seeds: its row stays, that cell empty."""
+    report = _module("run_folder_report")
+    row = {"base": "grpo", "name": "agent-helpful", "metric": "success", "seeds": 2, "mean": 0.4, "ci_low": 0.3, "ci_high": 0.5}
+    unpaired = {"base": "grpo", "measure": "equal_total_env_steps", "b": {"arm": "outcome"}, "names": ["agent-helpful", "outcome"],
+                "metric": "success", "seeds": 2, "mean": 0.1, "ci_low": -0.05, "ci_high": 0.25, "detectable": 0.3}
+    table = report.tables([row, {**row, "metric": "auc_success"}], [unpaired], {"grpo": []})
+    assert "| agent-helpful − outcome | success | 2 | +0.100 [-0.050, +0.250] | 0.300 |  |" in table.splitlines()
