@@ -65,8 +65,8 @@ Run-folder presets (``EnvPlan.run_folders``): each cell is the trainer's own run
 ``cell.json``: wall time, generated tokens, the CPU); the start is the same policy on the same
 episodes for every seed and arm, so it is measured once (``<out>/starts/``). A folder without
 ``cell.json`` is an interrupted cell: it is removed and run again; ``touch <out>/STOP`` ends a run
-once its running cells finish. The workers run torch's and
-MKL's AVX2 code paths, as the quick start does. ``rspo-gym compare`` (``rspo_gym.compare.compare_runs``)
+once its running cells finish. The workers run torch's and MKL's AVX2 code paths, as the quick
+start does. ``rspo-gym compare`` (``rspo_gym.compare.compare_runs``)
 compares them, at equal total env steps with ``--x total_env_steps``. The presets:
 ``llm-alfworld`` (the LLM matrix: ``tiny-alfworld`` at the quick start's scale), ``learning``
 (every base with the outcome, the dense reward and the explorer, six quick-start iterations),
@@ -449,8 +449,8 @@ the first 64 ``pick_and_place_simple`` train tasks to 7,500 *total* env steps (t
 iterations of 16 episodes take about that), held out on the 24 tasks of the type in
 ``valid_unseen`` x 12 episodes. Not ``valid_seen``: the quick start's settings, which these are,
 were chosen on its 35 tasks of the type. The three evaluations take ~4.5 of a cell's 14-21
-minutes (two cells at a time on 2 cores); the update takes most of the rest. The chosen explorer's warm-up is a quarter of the budget, as on WebShop: 12
-iterations of its 8 episodes."""
+minutes (two cells at a time on 2 cores); the update takes most of the rest. The chosen
+explorer's warm-up is a quarter of the budget, as on WebShop: 12 iterations of its 8 episodes."""
 LLM_GRPO_ARMS = ("outcome", "agent-helpful", "dense-helpful", "outcome-nm", "agent-misaligned", "dense-misaligned")
 LLM_OTHER_ARMS = ("outcome", "agent-helpful")
 ARMS["rank-aligned"] = Arm("rspo-rank", "aligned")
