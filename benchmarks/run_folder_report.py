@@ -154,6 +154,16 @@ def gain_difference(rows: list[dict]) -> list[dict]:
             for r in rows]
 
 
+def all_tokens(cell: Cell, rows: list[dict]) -> int | None:
+    """The cell's generated tokens, or None where its count leaves out its explorer's warm-up: a
+    cell that logged the warm-up's env steps but not its tokens ran before the warm-up's tokens
+    were counted, and averaging it in would make its arm look cheaper than it was."""
+    warmed = any(r.get("explorer/warmup_env_steps", 0) > 0 for r in rows)
+    if warmed and not any("explorer/warmup_generated_tokens" in r for r in rows):
+        return None
+    return cell.info["generated_tokens"]
+
+
 def costs(arms: dict[str, dict[int, Cell]]) -> list[dict]:
     """Per arm: wall minutes and generated tokens per cell (means over seeds), and for an explorer
     arm how much more often its explorer won per episode than its learner (each seed's mean over
@@ -164,13 +174,23 @@ def costs(arms: dict[str, dict[int, Cell]]) -> list[dict]:
     out = []
     for arm, seeds in arms.items():
         cells = list(seeds.values())
+        logs = [list(metrics_rows(c.folder)) for c in cells]
+        tokens = [t for t in (all_tokens(c, rows) for c, rows in zip(cells, logs)) if t is not None]
         row = {"name": arm, "seeds": len(cells), "minutes": sum(c.info["seconds"] for c in cells) / len(cells) / 60,
-               "generated_tokens": sum(c.info["generated_tokens"] for c in cells) / len(cells)}
-        gaps = [[r["explorer/success_gap"] for r in metrics_rows(c.folder) if "explorer/success_gap" in r] for c in cells]
+               "token_cells": len(tokens), **({"generated_tokens": sum(tokens) / len(tokens)} if tokens else {})}
+        gaps = [[r["explorer/success_gap"] for r in rows if "explorer/success_gap" in r] for rows in logs]
         if all(gaps) and len(cells) >= 2:
             row["explorer_success_gap"] = estimate([[sum(g) / len(g)] for g in gaps], replicates=REPLICATES).to_dict()
         out.append(row)
     return out
+
+
+def _tokens(cost: dict) -> str:
+    """The mean generated tokens per cell, saying over how many cells where some could not count all of theirs."""
+    if "generated_tokens" not in cost:
+        return ""
+    counted = "" if cost["token_cells"] == cost["seeds"] else f" ({cost['token_cells']} of {cost['seeds']} cells)"
+    return f"{cost['generated_tokens']:,.0f}{counted}"
 
 
 def _ci(d: dict) -> str:
@@ -191,7 +211,7 @@ def tables(rows: list[dict], diffs: list[dict], spent: dict[str, list[dict]]) ->
             lines.append(f"| {name} | {mine['success']['seeds']} | {mine['success']['mean']:.3f} [{mine['success']['ci_low']:.3f}, "
                          f"{mine['success']['ci_high']:.3f}] | {mine['auc_success']['mean']:.3f} | "
                          f"{_ci(mine['gain_success']) if 'gain_success' in mine else ''} | {c.get('minutes', 0):.1f} | "
-                         f"{c.get('generated_tokens', 0):,.0f} | {gap} |")
+                         f"{_tokens(c)} | {gap} |")
         for measure in AXES.values():
             chosen = [d for d in diffs if d["base"] == base and d["measure"] == measure and d["b"]["arm"] != "start"]
             if chosen:

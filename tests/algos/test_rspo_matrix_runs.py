@@ -256,3 +256,29 @@ def test_a_difference_without_a_noise_split_keeps_its_table_row():
                 "metric": "success", "seeds": 2, "mean": 0.1, "ci_low": -0.05, "ci_high": 0.25, "detectable": 0.3}
     table = report.tables([row, {**row, "metric": "auc_success"}], [unpaired], {"grpo": []})
     assert "| agent-helpful − outcome | success | 2 | +0.100 [-0.050, +0.250] | 0.300 |  |" in table.splitlines()
+
+
+def test_an_explorer_cell_that_did_not_count_its_warm_ups_tokens_is_left_out_of_its_arms_token_mean(tmp_path):
+    """Cells run before the warm-up's tokens were counted logged its env steps only: their arm's
+    mean is over the cells that counted every token, and the table says how many those are."""
+    report = _module("run_folder_report")
+
+    def cell(seed: int, tokens: int, warmup: dict | None) -> "report.Cell":
+        folder = tmp_path / f"seed{seed}"
+        folder.mkdir()
+        logged = {} if warmup is None else {"explorer/warmup_env_steps": 5, **warmup}
+        rows = [{"iteration": 1, "env_steps": 10, **logged, "explorer/success_gap": -0.5},
+                {"iteration": 2, "env_steps": 20, "explorer/success_gap": 0.5}]
+        (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return report.Cell(folder, {"seconds": 600.0, "generated_tokens": tokens})
+
+    arms = {"agent-helpful": {0: cell(0, 40_000, {}), 1: cell(1, 55_000, {"explorer/warmup_generated_tokens": 15_000}),
+                              2: cell(2, 57_000, {"explorer/warmup_generated_tokens": 16_000})}}
+    (cost,) = report.costs(arms)
+    assert (cost["seeds"], cost["token_cells"], cost["generated_tokens"], cost["minutes"]) == (3, 2, 56_000, 10.0)
+    assert cost["explorer_success_gap"]["mean"] == 0.0
+    row = {"base": "grpo", "name": "agent-helpful", "metric": "success", "seeds": 3, "mean": 0.4, "ci_low": 0.3, "ci_high": 0.5}
+    table = report.tables([row, {**row, "metric": "auc_success"}], [], {"grpo": [cost]})
+    assert "| 10.0 | 56,000 (2 of 3 cells) |" in table
+    outcome = {"outcome": {0: cell(3, 50_000, None)}}  # no warm-up at all: every token counted
+    assert report.costs(outcome)[0]["generated_tokens"] == 50_000
