@@ -11,10 +11,15 @@ beside this file with ``rspo_gym.plotting.forest_plot``.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from rspo_gym.compare.stats import verdict
 from rspo_gym.plotting import forest_plot
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import BASE_LABELS  # noqa: E402
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 HERE = DOCS / "answers"
@@ -88,7 +93,7 @@ def figures(docs: Path = DOCS) -> dict[str, dict]:
     agent = ("rspo-explorer", "purchase")
     rows = [_row(f"WebShop-v1 score, {label}: RSPO − outcome N+M",
                  _find(total, WEB_V1, "score", agent, outcome, base=base, names=["agent-helpful", "outcome-nm"]))
-            for base, label in (("grpo", "GRPO"), ("ppo", "PPO"), ("gigpo", "GiGPO"))]
+            for base, label in BASE_LABELS.items()]
     rows += [_row("WebShop-v0 score, GRPO: earlier RSPO − outcome",
                   _find(equal_total, WEB, "score", events["explorer"], outcome, seeds=10)),
              _row("ALFWorld success, GRPO: earlier RSPO − outcome*",
@@ -112,7 +117,7 @@ def figures(docs: Path = DOCS) -> dict[str, dict]:
 
     llm = [d for d in summary["differences"] if d.get("regime") == LLM and d["metric"] == "success"
            and d["measure"] == "equal_total_env_steps"]
-    rows = [_row(f"{base.upper()}: {a} − {b} ({d['seeds']} seeds)", d)
+    rows = [_row(f"{BASE_LABELS[base]}: {a} − {b} ({d['seeds']} seeds)", d)
             for base, (a, b) in LLM_ROWS if (d := _llm(llm, base, a, b)) is not None]
     out["llm.png"] = dict(rows=rows, xlabel="difference of final held-out success at equal total env steps",
         title="With an LLM agent (tiny-alfworld on ALFWorld), does RSPO beat its base? (95 % intervals)")

@@ -12,7 +12,10 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
-__all__ = ["peak_rss_mb", "load_instructions", "write_json", "saved_bytes", "run_fresh"]
+__all__ = ["BASE_LABELS", "peak_rss_mb", "load_instructions", "write_json", "saved_bytes", "run_fresh"]
+
+#: How pages and figures spell each base algorithm (``base.upper()`` would write "GIGPO").
+BASE_LABELS = {"grpo": "GRPO", "ppo": "PPO", "gigpo": "GiGPO"}
 
 
 def peak_rss_mb() -> float:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import write_json  # noqa: E402
+from common import BASE_LABELS, write_json  # noqa: E402
 
 #: The comparisons ``(a, b)`` of every base, when both arms ran: RSPO's explorer against the
 #: outcome, against the outcome with its N + M samples (what the extra samples alone buy) and
@@ -201,7 +201,7 @@ def tables(rows: list[dict], diffs: list[dict], spent: dict[str, list[dict]]) ->
     """``tables.md``: per base, the arms, then the differences (equal total env steps first)."""
     lines = ["# The LLM matrix: every number from `rspo-gym compare`", ""]
     for base in sorted({r["base"] for r in rows}, key=lambda b: ("grpo", "ppo", "gigpo").index(b)):
-        lines += [f"## {base.upper()}", "", "| arm | seeds | final success | AUC success | gain over the start | minutes per cell | "
+        lines += [f"## {BASE_LABELS[base]}", "", "| arm | seeds | final success | AUC success | gain over the start | minutes per cell | "
                   "generated tokens | explorer − learner wins per episode |", "|---|---|---|---|---|---|---|---|"]
         costs_of = {c["name"]: c for c in spent[base]}
         for name in dict.fromkeys(r["name"] for r in rows if r["base"] == base):
@@ -234,7 +234,7 @@ def forests(diffs: list[dict], out: Path) -> None:
         rows = [{"label": f"{d['names'][0]} − {d['names'][1]}", "difference": d["mean"], "ci_low": d["ci_low"], "ci_high": d["ci_high"],
                  "verdict": verdict(d["ci_low"], d["ci_high"])}
                 for d in diffs if d["base"] == base and d["metric"] == "success" and d["measure"] == AXES["total_env_steps"]]
-        forest_plot(rows, out / f"forest_{base}.png", title=f"tiny-alfworld on ALFWorld, {base.upper()}: final held-out success at "
+        forest_plot(rows, out / f"forest_{base}.png", title=f"tiny-alfworld on ALFWorld, {BASE_LABELS[base]}: final held-out success at "
                     f"equal total env steps, a − b (95 % intervals over seeds and tasks)", xlabel="a − b, held-out success")
 
 
