@@ -200,7 +200,7 @@ def _ci(d: dict) -> str:
 def tables(rows: list[dict], diffs: list[dict], spent: dict[str, list[dict]]) -> str:
     """``tables.md``: per base, the arms, then the differences (equal total env steps first)."""
     lines = ["# The LLM matrix: every number from `rspo-gym compare`", ""]
-    for base in sorted({r["base"] for r in rows}, key=lambda b: ("grpo", "ppo", "gigpo").index(b)):
+    for base in sorted({r["base"] for r in rows}, key=list(BASE_LABELS).index):
         lines += [f"## {BASE_LABELS[base]}", "", "| arm | seeds | final success | AUC success | gain over the start | minutes per cell | "
                   "generated tokens | explorer − learner wins per episode |", "|---|---|---|---|---|---|---|---|"]
         costs_of = {c["name"]: c for c in spent[base]}
