@@ -6,6 +6,8 @@ previous file, never a truncated one.
   atomic on POSIX and Windows), and the rename is flushed too. On any error the temporary file is
   removed and the target is untouched.
 - ``write_text_atomic`` / ``write_bytes_atomic``: the same for a string or bytes.
+- ``remove_stale_temporaries``: a dead writer's leftovers of those temporary files
+  (``.<name>.<8 hex digits>.tmp``, a file or a staging folder), removed by the next writer.
 - ``DISK_FULL``: the ``errno`` values of a write refused for want of room (``ENOSPC``, ``EFBIG``
   from ``ulimit -f``, ``EDQUOT``), which the command line reports in one line.
 
@@ -20,11 +22,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import secrets
+import shutil
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Iterable, Iterator
 
-__all__ = ["DISK_FULL", "atomic_write", "write_text_atomic", "write_bytes_atomic", "fsync_dir"]
+__all__ = ["DISK_FULL", "atomic_write", "write_text_atomic", "write_bytes_atomic", "fsync_dir", "remove_stale_temporaries"]
 
 DISK_FULL = frozenset(code for code in (errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", None)) if code is not None)
 
@@ -36,7 +40,7 @@ def atomic_write(path: str | Path, mode: str = "w", *, encoding: str | None = "u
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_write writes a file whole: mode 'w' or 'wb', got {mode!r}")
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")  # remove_stale_temporaries' pattern
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask's permissions, as open() gives
     try:
         text = {} if mode == "wb" else {"encoding": encoding, "newline": newline}
@@ -75,3 +79,33 @@ def fsync_dir(folder: str | Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def remove_stale_temporaries(folder: str | Path, names: Iterable[str]) -> list[Path]:
+    """Remove ``folder``'s temporary files (or staging folders) of the targets ``names``, as
+    ``atomic_write`` names them: ``.<name>.<8 hex digits>.tmp``; the paths removed, sorted.
+
+    Such a temporary lives from its creation to its rename, so one that is still there belongs to
+    a writer that was killed in between (``kill -9``, a lost machine), or to one still writing.
+    Call this only as the folder's one writer (a run folder's lock held: ``runs.lock_run_dir``),
+    where the second cannot be; each is then a dead writer's, and nothing reads it. A link is
+    removed, never followed; what cannot be removed now is left for the next writer.
+    """
+    names = list(names)
+    if not names:
+        return []
+    pattern = re.compile(r"\.(%s)\.[0-9a-f]{8}\.tmp" % "|".join(map(re.escape, names)))
+    removed = []
+    with contextlib.suppress(OSError):  # a folder that cannot be listed holds nothing to remove
+        for entry in sorted(Path(folder).iterdir()):
+            if not pattern.fullmatch(entry.name):
+                continue
+            try:
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+            except OSError:
+                continue
+            removed.append(entry)
+    return removed
