@@ -2,9 +2,13 @@
 the next writer of a run folder removes the temporary files a killed writer left."""
 
 import os
-from pathlib import Path
+
+import pytest
+import torch
 
 from rspo_gym.atomic import remove_stale_temporaries
+from rspo_gym.training import checkpoints
+from rspo_gym.training.checkpoints import read_checkpoint, tensors_folder, write_checkpoint
 
 
 def test_remove_stale_temporaries_removes_only_the_named_targets_temporaries(tmp_path):
@@ -25,3 +29,68 @@ def test_remove_stale_temporaries_removes_only_the_named_targets_temporaries(tmp
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(kept)
     assert (outside / "precious").read_text() == "keep"
     assert remove_stale_temporaries(tmp_path, []) == [] and remove_stale_temporaries(tmp_path / "absent", ["out"]) == []
+
+
+# ---------------------------------------------------------------- Ctrl-C at every step of a checkpoint write
+
+#: The steps of a checkpoint write, by where they are looked up: a Ctrl-C can land just before
+#: or just after each call (Python raises ``KeyboardInterrupt`` between two bytecodes).
+STEPS = [(checkpoints.os, "replace"), (checkpoints.os, "fsync"), (checkpoints.shutil, "rmtree"),
+         (checkpoints, "_write_shard"), (checkpoints, "_write_synced"), (checkpoints, "fsync_dir"), (checkpoints, "remove_stale")]
+
+
+def _interrupting(monkeypatch, at: int | None) -> list[str]:
+    """Wrap every step so that the ``at``-th boundary (before or after a call, counted from 1)
+    raises ``KeyboardInterrupt``; the boundaries passed, by name."""
+    passed: list[str] = []
+
+    def boundary(name: str) -> None:
+        passed.append(name)
+        if len(passed) == at:
+            raise KeyboardInterrupt
+
+    def wrap(owner, name):
+        function = getattr(owner, name)
+
+        def wrapped(*args, **kwargs):
+            boundary(f"before {name}")
+            result = function(*args, **kwargs)
+            boundary(f"after {name}")
+            return result
+        monkeypatch.setattr(owner, name, wrapped)
+
+    for owner, name in STEPS:
+        wrap(owner, name)
+    return passed
+
+
+def _state(iteration: int) -> dict:
+    generator = torch.Generator().manual_seed(iteration)
+    return {"iteration": iteration, "weights": [torch.randn(1000, generator=generator) for _ in range(3)]}  # 3 shards of 4 kB
+
+
+def test_a_ctrl_c_at_every_step_of_a_checkpoint_write_leaves_the_old_or_the_new_checkpoint_whole(tmp_path, monkeypatch):
+    old, new = _state(1), _state(2)
+    with monkeypatch.context() as counting:
+        boundaries = _interrupting(counting, None)
+        write_checkpoint(tmp_path / "count" / "checkpoint.pt", old, {}, max_shard_size=4096)
+        boundaries.clear()
+        write_checkpoint(tmp_path / "count" / "checkpoint.pt", new, {}, max_shard_size=4096)
+    assert "after replace" in boundaries and len(boundaries) > 20
+    survivors = []
+    for at, where in enumerate(boundaries, 1):
+        path = write_checkpoint(tmp_path / str(at) / "checkpoint.pt", old, {}, max_shard_size=4096)
+        with monkeypatch.context() as patch:
+            _interrupting(patch, at)
+            with pytest.raises(KeyboardInterrupt):
+                write_checkpoint(path, new, {}, max_shard_size=4096)
+        loaded = read_checkpoint(path)  # raised "... is missing" for a Ctrl-C right after the rename
+        assert loaded["iteration"] in (1, 2), where
+        expected = old if loaded["iteration"] == 1 else new
+        assert all(map(torch.equal, loaded["weights"], expected["weights"])), where
+        survivors.append(loaded["iteration"])
+        write_checkpoint(path, _state(3), {}, max_shard_size=4096)  # the next save clears what the interrupted one left
+        assert read_checkpoint(path)["iteration"] == 3 and len(list(tensors_folder(path).iterdir())) == 1, where
+        assert not path.with_name("checkpoint.pt.tmp").exists(), where
+    switch = boundaries.index("after replace")
+    assert survivors == [1] * switch + [2] * (len(boundaries) - switch)  # the rename is the one step that switches

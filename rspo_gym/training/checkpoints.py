@@ -29,6 +29,9 @@ disk) into a folder no ``checkpoint.pt`` names yet; then ``checkpoint.pt.tmp`` i
 and renamed over ``checkpoint.pt`` (the one step that switches checkpoints), and the rename is
 flushed; only then are the other folders under ``checkpoint_tensors/`` removed: the previous
 checkpoint's, and those a killed save left (never read, since no ``checkpoint.pt`` names them).
+A save that fails (an error, or Ctrl-C's ``KeyboardInterrupt``, which Python raises between any
+two steps, the rename's return and the next one included) removes its folder only when
+``checkpoint.pt`` does not name it; what it leaves otherwise, the next save removes.
 A shard is streamed tensor by tensor in safetensors' file format (``tensor_shards.shard_layout``)
 and hashed as it is written, so the writer reads nothing back and holds no more than one tensor
 beyond the state (a copy of one off the CPU or strided). Reading maps each verified shard with
@@ -241,7 +244,7 @@ def write_checkpoint(
     skeleton, tensors = split_state(state)
     plan = plan_shards(tensors, max_shard_size or MAX_SHARD_SIZE)
     tag = save_tag(label)
-    folder = root / tag
+    folder, named = root / tag, f"{root.name}/{tag}"
     folder.mkdir(parents=True)
     try:
         shards = [
@@ -250,7 +253,7 @@ def write_checkpoint(
         ]
         fsync_dir(folder)
         fsync_dir(root)
-        manifest = {"folder": f"{root.name}/{tag}", "shards": shards}
+        manifest = {"folder": named, "shards": shards}
         digest = hashlib.sha256(skeleton)
         digest.update(_canonical(identity))
         digest.update(_canonical(manifest))
@@ -262,11 +265,25 @@ def write_checkpoint(
         _write_synced(tmp, [MAGIC, skeleton, trailer, _LENGTH.pack(len(trailer))])
         os.replace(tmp, path)
     except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)  # a save that fails (a full disk) leaves nothing behind
+        # a save that fails (a full disk) leaves nothing behind; but a Ctrl-C can land between the rename's
+        # return and here, and then the folder is the checkpoint's: whether it is, checkpoint.pt says
+        if not _keeps_tensors_in(path, named):
+            shutil.rmtree(folder, ignore_errors=True)
         raise
     fsync_dir(path.parent)  # the rename is on disk before the previous checkpoint's shards go
     remove_stale(root, keep=tag)
     return path
+
+
+def _keeps_tensors_in(path: Path, folder: str) -> bool:
+    """Whether ``path`` is an intact format-2 checkpoint whose shards are in ``folder``."""
+    try:
+        with open(path, "rb") as f:
+            trailer, _ = _verified_trailer(f, path)
+    except (OSError, UserError):
+        return False
+    tensors = trailer.get("tensors")
+    return isinstance(tensors, dict) and tensors.get("folder") == folder
 
 
 def _write_shard(file: Path, tensors: dict[str, torch.Tensor]) -> dict[str, Any]:
