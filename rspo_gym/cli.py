@@ -6,6 +6,8 @@
   the transcript is printed; ``--play`` lets you type the commands yourself.
 - ``rspo-gym webshop serve``: the WebShop site for people (the same session engine as HTML) on
   loopback; needs the ``[web]`` extra (Flask).
+- ``rspo-gym webshop export DIR``: the synthetic catalog and its goals as upstream WebShop's three
+  data files, for upstream's code or ``gym.make("rspo/WebShop-v1", data_dir=DIR)``.
 - ``rspo-gym train``: GRPO / PPO / GiGPO / RSPO on any registered text env; ``--set key=value``
   reaches every config field; results go to ``--output-dir`` or a new ``runs/<algo>-<env>-<time>/``.
   Needs the ``[llm]`` extra.
@@ -157,6 +159,30 @@ def _webshop_serve(args: argparse.Namespace) -> int:
         print(f"warning: serving on {args.host}, reachable beyond this machine", file=sys.stderr)
     print(f"WebShop ({args.num_products} products, {args.split} goals): http://{args.host}:{args.port}/")
     app.run(host=args.host, port=args.port, debug=False, threaded=True, use_reloader=False)
+    return 0
+
+
+def _webshop_export(args: argparse.Namespace) -> int:
+    """Write the catalog in upstream's three file formats; a bad size or folder, or a write that
+    fails, is one line, and nothing half-written is left (``export.py``)."""
+    from rspo_gym.atomic import DISK_FULL
+    from rspo_gym.envs.webshop.catalog import MAX_PRODUCTS
+    from rspo_gym.envs.webshop.export import export_webshop
+
+    if not 1 <= args.num_products <= MAX_PRODUCTS:
+        raise UserError(f"--num-products must be an integer from 1 to {MAX_PRODUCTS:,}, got {args.num_products}")
+    try:
+        summary = export_webshop(args.dir, args.num_products, args.catalog_seed, progress=args.num_products >= 10_000)
+    except (TypeError, ValueError) as err:
+        raise UserError(f"rspo-gym webshop export: {err}") from None
+    except OSError as err:
+        what = "no room" if err.errno in DISK_FULL else "cannot write"
+        raise UserError(f"rspo-gym webshop export: {what} in {args.dir} ({err.strerror or err}); the files there are "
+                        f"as they were") from None
+    for name, size in summary.files.items():
+        print(f"{Path(summary.directory) / name}  {size / 1e6:,.1f} MB")
+    print(f"{summary.num_products:,} products and {summary.num_goals:,} goals (catalog seed {summary.catalog_seed}) "
+          f"in {summary.seconds:,.1f} s")
     return 0
 
 
@@ -538,6 +564,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--split", choices=("test", "valid", "train"), default="test",
                        help="goal split (default: test)")
     serve.set_defaults(run=_webshop_serve)
+    export = webshop_commands.add_parser(
+        "export", help="write the synthetic catalog and its goals as upstream's three data files (items_shuffle, "
+                       "items_ins_v2, items_human_ins)")
+    export.add_argument("dir", metavar="DIR", help="folder to write them in (made if missing; files of those names are replaced)")
+    export.add_argument("--num-products", type=int, default=1000,
+                        help="catalog size; 1000 writes upstream's _1000 file names (default: 1000)")
+    export.add_argument("--catalog-seed", "--seed", dest="catalog_seed", type=int, default=0, help="catalog seed (default: 0)")
+    export.set_defaults(run=_webshop_export)
 
     train = commands.add_parser(
         "train", help="train an LLM agent (GRPO, PPO, GiGPO or RSPO); needs the [llm] extra",
