@@ -6,15 +6,25 @@ done, None)`` (the old 4-tuple gym API), ``get_available_actions()`` → ``{"has
 "clickables"}``, ``get_instruction_text()``, the ``observation``, ``instruction_text`` and
 ``session`` attributes and ``server.goals`` (its length is the number of goals).
 
+Upstream's data: ``file_path`` is upstream's ``items_shuffle*.json``; the other two files are read
+from beside it: ``items_human_ins.json`` and the ``items_ins_v2`` file of the same size
+(``items_ins_v2_1000.json`` beside ``items_shuffle_1000.json``, ``items_ins_v2.json`` beside
+``items_shuffle.json``; for another name ``items_ins_v2_1000.json``, which upstream's
+``DEFAULT_ATTR_PATH`` names whatever ``file_path`` is). ``num_products`` then keeps that many
+records (None: all, as upstream), and the goals are upstream's, in its order
+(``rspo_gym.envs.webshop.upstream``).
+
 Sessions: an integer ``k`` is upstream's goal index. Upstream numbers its shuffled goals test
 ``0..499``, then ``500..1499`` and the training goals after them, and our splits are cut in the same
 order, so ``reset(session=k)`` plays goal ``k - start`` of the split whose range holds ``k``
 (``reset(session=3)`` is ``gym.make("rspo/WebShop-v1", split="test").reset(options={"task_id": 3})``).
 A string session ``"fixed_<k>"`` is goal ``k``, as upstream's web site pins it; any other string or
-None draws a goal from the env's random stream (``seed`` in the constructor).
+None draws a goal from the env's random stream (``seed`` in the constructor). Upstream's text env
+would draw a random goal for ``"fixed_-1"`` too; here a ``"fixed_..."`` string that names no goal
+is refused.
 
-Only ``observation_mode="text"`` exists (the pages are rendered as text directly, no HTML); the
-goals are those of our synthetic catalog (``num_products`` products; upstream's ``None``, the full
+Only ``observation_mode="text"`` exists (the pages are rendered as text directly, no HTML);
+without ``file_path`` the goals are those of our synthetic catalog (``num_products`` products; upstream's ``None``, the full
 catalog, means our default of 1,000); ``human_goals`` picks the human-style instructions (True,
 upstream's default) or the synthetic ones.
 
@@ -30,7 +40,9 @@ unwrapped as upstream's (Gymnasium's ``gym.make``: ``import gymnasium as gym``).
 
 from __future__ import annotations
 
+import math
 import re
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -39,14 +51,32 @@ import numpy as np
 
 from rspo_gym.envs.webshop.env import WebShopEnv, shared_catalog
 from rspo_gym.envs.webshop.goals import SPLITS, split_range
+from rspo_gym.envs.webshop.upstream import UpstreamFiles, load_upstream
 
 __all__ = ["WebAgentTextEnv", "DEFAULT_NUM_PRODUCTS", "GYM_ID", "register_gym_id"]
 
 #: the catalog size ``num_products=None`` (upstream: every product) maps to: the env's default
 DEFAULT_NUM_PRODUCTS = 1000
-_FIXED = re.compile(r"fixed_(\d+)")
+_INDEX = re.compile(r"-?\d+")
+#: the ``items_ins_v2`` file read beside each ``items_shuffle`` file (upstream's
+#: ``DEFAULT_ATTR_PATH`` names the ``_1000`` one whatever ``file_path`` is)
+_ATTRIBUTES_BESIDE = {"items_shuffle.json": "items_ins_v2.json"}
+_DEFAULT_ATTRIBUTES = "items_ins_v2_1000.json"
 #: the id upstream's ``web_agent_site.envs`` registers its text env under
 GYM_ID = "WebAgentTextEnv-v0"
+
+
+def _check_num_products(num_products: Any) -> int | None:
+    """``num_products`` is None or a positive int: ``int()`` of 1.5 or True would quietly play a
+    one-product catalog."""
+    if num_products is None:
+        return None
+    if isinstance(num_products, bool) or not hasattr(num_products, "__index__"):
+        shown = "NaN" if isinstance(num_products, float) and math.isnan(num_products) else repr(num_products)
+        raise TypeError(f"num_products must be an int or None, got {shown}")
+    if num_products.__index__() < 1:
+        raise ValueError(f"num_products must be at least 1 (or None), got {num_products}")
+    return num_products.__index__()
 
 
 def register_gym_id() -> None:
@@ -60,10 +90,12 @@ def register_gym_id() -> None:
 class WebAgentTextEnv(gym.Env):
     """Upstream's ``web_agent_site.envs.WebAgentTextEnv`` in text mode.
 
-    Args mirror upstream's; ``catalog_seed`` (ours) picks the synthetic catalog, ``seed`` the
+    Args mirror upstream's; ``file_path`` plays upstream's data (see the module's notes), with
+    ``cache_dir`` and ``noun_extractor`` as ``rspo/WebShop-v1``'s ``data_dir`` takes them.
+    ``catalog_seed`` (ours) picks the synthetic catalog, ``seed`` the
     stream random sessions are drawn from, ``task_version`` the task set (1: ``rspo/WebShop-v1``'s,
-    0: ``rspo/WebShop-v0``'s). Upstream arguments about its files and browser
-    (``file_path``, ``server``, ``get_image``, ``limit_goals``, ``num_prev_obs``,
+    0: ``rspo/WebShop-v0``'s). Upstream arguments about its browser
+    (``server``, ``get_image``, ``limit_goals``, ``num_prev_obs``,
     ``num_prev_actions``, ``session_prefix``) are accepted at their defaults only.
     """
 
@@ -76,25 +108,42 @@ class WebAgentTextEnv(gym.Env):
         catalog_seed: int = 0,
         seed: int | None = None,
         task_version: int = 1,
+        file_path: str | Path | None = None,
+        cache_dir: str | Path | None = None,
+        noun_extractor: Any = None,
         **upstream: Any,
     ) -> None:
         if observation_mode != "text":
             raise ValueError(f"observation_mode {observation_mode!r} is not offered: rspo_gym renders WebShop pages as text only")
-        defaults = {"file_path": None, "server": None, "get_image": False, "limit_goals": -1,
+        defaults = {"server": None, "get_image": False, "limit_goals": -1,
                     "num_prev_obs": 0, "num_prev_actions": 0, "session_prefix": None}
         changed = sorted(k for k, v in upstream.items() if k not in defaults or v != defaults[k])
         if changed:
-            raise ValueError(f"WebAgentTextEnv: {', '.join(changed)} not supported (upstream's files and browser options)")
-        if task_version not in (0, 1):
-            raise ValueError(f"task_version must be 1 (rspo/WebShop-v1's tasks) or 0 (rspo/WebShop-v0's), got {task_version!r}")
-        if task_version == 1 and not human_goals:
-            raise ValueError("human_goals=False: only rspo/WebShop-v0's tasks have synthetic goals (pass task_version=0)")
+            raise ValueError(f"WebAgentTextEnv: {', '.join(changed)} not supported (upstream's browser options)")
+        num_products = _check_num_products(num_products)
         self.observation_mode = observation_mode
         self.task_version = task_version
-        self.num_products = DEFAULT_NUM_PRODUCTS if num_products is None else int(num_products)
         self.catalog_seed = catalog_seed
         self.goal_style = "human" if human_goals else "synthetic"
-        _, goals = shared_catalog(self.num_products, catalog_seed, self.goal_style, task_version)
+        self._files: UpstreamFiles | None = None
+        self._upstream_kwargs: dict[str, Any] = {}
+        if file_path is not None:
+            items = Path(file_path)
+            self._files = UpstreamFiles(items, items.with_name(_ATTRIBUTES_BESIDE.get(items.name, _DEFAULT_ATTRIBUTES)),
+                                        items.with_name("items_human_ins.json"))
+            self.num_products = num_products
+            self._upstream_kwargs = {"data_dir": self._files, "human_goals": bool(human_goals),
+                                     "cache_dir": cache_dir, "noun_extractor": noun_extractor}
+            _, goals = load_upstream(self._files, num_products, bool(human_goals), cache_dir)
+        else:
+            if cache_dir is not None or noun_extractor is not None:
+                raise ValueError("cache_dir and noun_extractor apply to upstream's data only (pass file_path)")
+            if task_version not in (0, 1):
+                raise ValueError(f"task_version must be 1 (rspo/WebShop-v1's tasks) or 0 (rspo/WebShop-v0's), got {task_version!r}")
+            if task_version == 1 and not human_goals:
+                raise ValueError("human_goals=False: only rspo/WebShop-v0's tasks have synthetic goals (pass task_version=0)")
+            self.num_products = DEFAULT_NUM_PRODUCTS if num_products is None else num_products
+            _, goals = shared_catalog(self.num_products, catalog_seed, self.goal_style, task_version)
         self.server = SimpleNamespace(goals=goals)
         self._envs: dict[str, WebShopEnv] = {}
         self._rng = np.random.default_rng(seed)
@@ -105,16 +154,21 @@ class WebAgentTextEnv(gym.Env):
 
     def _split_env(self, split: str) -> WebShopEnv:
         if split not in self._envs:
-            self._envs[split] = WebShopEnv(num_products=self.num_products, split=split,
-                                           catalog_seed=self.catalog_seed, goal_style=self.goal_style, task_version=self.task_version)
+            if self._files is not None:
+                self._envs[split] = WebShopEnv(num_products=self.num_products, split=split, **self._upstream_kwargs)
+            else:
+                self._envs[split] = WebShopEnv(num_products=self.num_products, split=split, catalog_seed=self.catalog_seed,
+                                               goal_style=self.goal_style, task_version=self.task_version)
         return self._envs[split]
 
     def _goal_index(self, session: Any) -> int:
         if isinstance(session, str):
-            fixed = _FIXED.search(session)
-            if fixed is None:
+            if "fixed" not in session:
                 return int(self._rng.integers(len(self.server.goals)))
-            session = int(fixed.group(1))
+            tail = session.rsplit("_", 1)[-1]  # upstream's site: int(session_id.split('_')[-1])
+            if "_" not in session or _INDEX.fullmatch(tail) is None:
+                raise ValueError(f"session {session!r}: a 'fixed_<k>' session needs a goal index k in [0, {len(self.server.goals)})")
+            session = int(tail)
         if session is None:
             return int(self._rng.integers(len(self.server.goals)))
         if isinstance(session, bool) or not hasattr(session, "__index__"):

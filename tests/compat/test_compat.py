@@ -186,3 +186,42 @@ def test_upstream_gym_id_after_install(installed):
     assert info is None and obs == WebAgentTextEnv(num_products=200).reset(session=3)[0]
     obs, reward, done, info = env.step("search[red shoes]")
     assert (reward, done, info) == (0.0, False, None) and "Back to Search" in obs
+
+
+@pytest.mark.parametrize("bad", [1.5, True, float("nan")])
+def test_webshop_num_products_that_is_no_whole_number_is_refused_by_name(bad):
+    """``int(1.5)`` and ``int(True)`` would quietly play a one-product catalog, and ``int(nan)``
+    fails without saying which argument was wrong."""
+    with pytest.raises((TypeError, ValueError), match="num_products"):
+        WebAgentTextEnv(num_products=bad)
+
+
+@pytest.mark.parametrize("session", ["fixed_-1", "fixed_x", "fixed_"])
+def test_webshop_fixed_session_naming_no_goal_is_refused_with_the_range(session):
+    """A pinned session that names no goal is a mistake, not a request for a random goal."""
+    env = WebAgentTextEnv(num_products=200)
+    with pytest.raises(ValueError, match=rf"\[0, {len(env.server.goals)}\)"):
+        env.reset(session=session)
+
+
+def test_webshop_file_path_plays_upstreams_data(installed, tmp_path):
+    """Upstream's ``file_path`` (its ``items_shuffle`` file, the other two beside it) plays its
+    products and goals in its order, through the class and through upstream's Gym id."""
+    import web_agent_site.envs  # noqa: F401  (upstream registers its ids on this import)
+    from rspo_gym.envs.webshop.upstream import load_upstream
+    from tests.envs.webshop.upstream_fixture import fixture_nouns, write_fixture
+
+    data = write_fixture(tmp_path / "data")
+    kwargs = {"file_path": str(data / "items_shuffle_1000.json"), "cache_dir": tmp_path / "cache", "noun_extractor": fixture_nouns}
+    env = WebAgentTextEnv(observation_mode="text", **kwargs)
+    goals = load_upstream(data, cache_dir=tmp_path / "cache").goals
+    assert list(env.server.goals) == list(goals)
+    for session in (0, 500, 1500, "fixed_1501"):
+        obs, info = env.reset(session=session)
+        index = session if isinstance(session, int) else 1501
+        assert info is None and env.get_instruction_text() == goals[index].instruction_text in obs
+    assert list(WebAgentTextEnv(num_products=20, **kwargs).server.goals) == list(load_upstream(data, 20, cache_dir=tmp_path / "cache").goals)
+    made = gym.make("WebAgentTextEnv-v0", observation_mode="text", **kwargs)
+    assert made.reset(session=7)[0] == env.reset(session=7)[0]
+    obs, reward, done, info = made.step("search[running shoes]")
+    assert (reward, done, info) == (0.0, False, None) and "Total results" in obs

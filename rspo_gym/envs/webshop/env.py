@@ -20,6 +20,11 @@ of the process. ``split`` picks the canonical goals: ``test`` (first 500), ``val
 ``reset(options={"task_id": k})`` picks the k-th goal of the split. No worker seed ever changes
 which goals are in which split.
 
+Upstream's data: ``data_dir`` (upstream's ``data/`` folder) plays its scraped products and its
+human (``human_goals=True``) or synthetic instructions, in its goal order and splits
+(``upstream.py``); purchases are scored with spaCy's ``en_core_web_sm`` as upstream does, unless a
+``noun_extractor`` is given.
+
 Experts: :meth:`WebShopEnv.expert_action` gives the next action of a page-reading scripted shopper
 (``expert.py``; one per episode, reset on ``reset``; it never reads the hidden goal).
 """
@@ -27,6 +32,7 @@ Experts: :meth:`WebShopEnv.expert_action` gives the next action of a page-readin
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -37,8 +43,10 @@ from rspo_gym.envs.webshop.catalog import Catalog
 from rspo_gym.envs.webshop.expert import ScriptedShopper
 from rspo_gym.envs.webshop.goals import GoalSet, goals_for
 from rspo_gym.envs.webshop.goals_v1 import goals_v1_for
+from rspo_gym.envs.webshop.reward import NounExtractor, title_nouns
 from rspo_gym.envs.webshop.search import index_for
 from rspo_gym.envs.webshop.session import SEARCH_PLACEHOLDER, Session
+from rspo_gym.envs.webshop.upstream import UpstreamFiles, load_upstream
 
 __all__ = ["WebShopEnv", "check_catalog_size", "index_key", "shared_catalog", "LARGE_CATALOG"]
 
@@ -84,6 +92,21 @@ def index_key(num_products: int, seed: int, version: int = 0) -> tuple:
     return ("webshop", num_products, seed) if version == 0 else ("webshop", num_products, seed, version)
 
 
+def upstream_nouns() -> NounExtractor:
+    """Upstream's title tagger (spaCy ``en_core_web_sm``), loaded now so that a missing one is an
+    error at construction rather than at the first purchase."""
+    from rspo_gym.envs.webshop.reward import _spacy_pipeline  # noqa: PLC0415
+
+    try:
+        _spacy_pipeline()
+    except ImportError:
+        raise ImportError(
+            "data_dir: purchases are scored as upstream scores them, with spaCy's en_core_web_sm; "
+            "install spacy and its en_core_web_sm model, or pass noun_extractor=<title -> nouns>"
+        ) from None
+    return title_nouns
+
+
 class WebShopEnv(gym.Env[str, str]):
     """Shop for the item an instruction describes, in WebShop's text pages.
 
@@ -110,20 +133,40 @@ class WebShopEnv(gym.Env[str, str]):
         render_mode: str | None = None,
         task_version: int = 0,
         allow_large_catalog: bool = False,
+        data_dir: str | Path | UpstreamFiles | None = None,
+        human_goals: bool = True,
+        cache_dir: str | Path | None = None,
+        noun_extractor: NounExtractor | None = None,
     ) -> None:
-        check_catalog_size(num_products, allow_large_catalog)
+        """``data_dir``, ``human_goals``, ``cache_dir``: play upstream's data files instead of the
+        synthetic catalog (:func:`~rspo_gym.envs.webshop.upstream.load_upstream`; ``num_products``
+        then keeps that many records, None all; the catalog and task arguments do not apply).
+        ``noun_extractor``: the title tagger of the reward's type score (default: the synthetic
+        catalog's lexicon, or spaCy's ``en_core_web_sm`` with ``data_dir``, as upstream)."""
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"Unknown render_mode {render_mode!r}; expected one of {self.metadata['render_modes']}")
         self.task_version = task_version
-        self.catalog, self.goals = shared_catalog(num_products, catalog_seed, goal_style, task_version)
+        self._nouns = noun_extractor
+        if data_dir is not None:
+            if goal_style != "human":
+                raise ValueError("goal_style is the synthetic catalog's; with data_dir pass human_goals=False for upstream's synthetic goals")
+            self.catalog, self.goals = load_upstream(data_dir, num_products, human_goals, cache_dir)
+            self.index = self.catalog.search_index
+            if noun_extractor is None:
+                self._nouns = upstream_nouns()
+        else:
+            if human_goals is not True:
+                raise ValueError("human_goals picks upstream's goals and needs data_dir; the synthetic catalog's goals are set by goal_style")
+            check_catalog_size(num_products, allow_large_catalog)
+            self.catalog, self.goals = shared_catalog(num_products, catalog_seed, goal_style, task_version)
+            self.index = index_for(
+                index_key(num_products, catalog_seed, task_version), lambda: (self.catalog.search_document(i) for i in range(len(self.catalog))),
+                doc_ids_factory=lambda: (self.catalog.asin(i) for i in range(len(self.catalog))),
+            )
         self.split = split
         self.task_ids = self.goals.split(split)  # validates the split name
         if len(self.task_ids) == 0:
-            raise ValueError(f"Split {split!r} has no goals with {num_products} products; use a larger catalog")
-        self.index = index_for(
-            index_key(num_products, catalog_seed, task_version), lambda: (self.catalog.search_document(i) for i in range(len(self.catalog))),
-            doc_ids_factory=lambda: (self.catalog.asin(i) for i in range(len(self.catalog))),
-        )
+            raise ValueError(f"Split {split!r} has no goals with {len(self.catalog)} products ({len(self.goals)} goals); use a larger catalog")
         self.render_mode = render_mode
         self.observation_space = text_space(MAX_TEXT_LENGTH)
         self.action_space = text_space(MAX_TEXT_LENGTH)
@@ -149,7 +192,7 @@ class WebShopEnv(gym.Env[str, str]):
             task_id = int(self.np_random.integers(len(self.task_ids)))
         goal = self.goals[self.task_ids[task_id]]
         self.task_id = task_id
-        self.session = Session(self.catalog, self.index, goal)
+        self.session = Session(self.catalog, self.index, goal, noun_extractor=self._nouns)
         self._expert = None
         obs = self.session.observation()
         return obs, self._info(obs)

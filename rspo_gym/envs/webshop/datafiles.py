@@ -1,0 +1,149 @@
+"""Reading big JSON data files and caching what is built from them, for upstream WebShop's data.
+
+- :func:`iter_json_array`: the records of a JSON array file one at a time, so a 5.5 GB product
+  file never sits in memory as one string or one list of dicts;
+- :func:`file_digest`: a content hash streamed in chunks (size and mtime would miss a file
+  rewritten in place);
+- :func:`default_cache_dir`: ``$XDG_CACHE_HOME/rspo_gym/webshop`` (``~/.cache`` without it);
+- :func:`build_atomically`: build a cache entry in a temporary folder and rename it into place,
+  so an interrupted or failed build leaves nothing half-built.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = ["build_atomically", "default_cache_dir", "file_digest", "iter_json_array"]
+
+_CHUNK = 1 << 20
+_WHITESPACE = " \t\n\r"
+
+
+def file_digest(path: Path, chunk_size: int = 8 << 20) -> str:
+    """The BLAKE2b (128-bit) hex digest of the file's bytes, read in chunks (constant memory)."""
+    digest = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(chunk_size), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def default_cache_dir() -> Path:
+    """Where built upstream data is cached unless a ``cache_dir`` is given."""
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root) / "rspo_gym" / "webshop"
+
+
+class _Reader:
+    """A window of decoded text over a binary file, refilled on demand."""
+
+    def __init__(self, f: Any, on_bytes: Callable[[int], None] | None) -> None:
+        self._f = f
+        self._decode = codecs.getincrementaldecoder("utf-8")().decode
+        self._on_bytes = on_bytes
+        self.buf = ""
+        self.pos = 0
+        self.eof = False
+
+    def fill(self) -> None:
+        chunk = self._f.read(_CHUNK)
+        self.eof = not chunk
+        if self._on_bytes is not None and chunk:
+            self._on_bytes(len(chunk))
+        self.buf = self.buf[self.pos:] + self._decode(chunk, final=self.eof)
+        self.pos = 0
+
+    def skip_space(self) -> str:
+        """The next non-blank character, consumed ('' at the end of the file)."""
+        while True:
+            buf, pos = self.buf, self.pos
+            while pos < len(buf) and buf[pos] in _WHITESPACE:
+                pos += 1
+            self.pos = pos
+            if pos < len(buf):
+                self.pos = pos + 1
+                return buf[pos]
+            if self.eof:
+                return ""
+            self.fill()
+
+
+def iter_json_array(path: Path, on_bytes: Callable[[int], None] | None = None) -> Iterator[Any]:
+    """Each element of the JSON array in ``path``, parsed one at a time.
+
+    Malformed files raise ``ValueError`` naming the file and the element. The file is read as far
+    as the caller iterates (stopping early leaves the rest unread); ``on_bytes(n)`` is called as
+    bytes are read (for a progress bar).
+    """
+    decoder = json.JSONDecoder()
+    with open(path, "rb") as f:
+        r = _Reader(f, on_bytes)
+        try:
+            first = r.skip_space()
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{path}: not UTF-8 text: {exc}") from None
+        if first != "[":
+            raise ValueError(f"{path}: expected a JSON array of products, the file starts with {first[:1]!r}")
+        n = 0
+        while True:
+            try:
+                c = r.skip_space()
+                if n == 0 and c == "]":
+                    break
+                if n > 0:
+                    if c == "]":
+                        break
+                    if c != ",":
+                        raise ValueError(f"{path}: not valid JSON after record #{n - 1}: expected ',' or ']', got {c[:1]!r}")
+                    c = r.skip_space()
+                if not c:
+                    raise ValueError(f"{path}: not valid JSON: the file ends inside the array (after {n} records)")
+                r.pos -= 1
+                while True:
+                    try:
+                        value, end = decoder.raw_decode(r.buf, r.pos)
+                        break
+                    except json.JSONDecodeError as exc:
+                        if r.eof:
+                            raise ValueError(f"{path}: not valid JSON in record #{n}: {exc.msg}") from None
+                        r.fill()
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"{path}: not UTF-8 text near record #{n}: {exc.reason}") from None
+            r.pos = end
+            yield value
+            n += 1
+        rest = r.skip_space()
+        if rest:
+            raise ValueError(f"{path}: not valid JSON: extra data after the array")
+
+
+def build_atomically(final: Path, build: Callable[[Path], None]) -> Path:
+    """``final``, made by ``build(tmp)`` in a sibling temporary folder renamed into place.
+
+    If ``build`` raises (or the process dies), no folder named ``final`` appears and the
+    temporary one is removed (a killed process leaves only a ``.tmp-*`` folder, never a
+    ``final`` that looks complete). If another process renamed its own build into place first,
+    that one is kept.
+    """
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=final.parent))
+    try:
+        build(tmp)
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if not final.is_dir():
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)  # another process finished first
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
