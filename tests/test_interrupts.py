@@ -94,3 +94,34 @@ def test_a_ctrl_c_at_every_step_of_a_checkpoint_write_leaves_the_old_or_the_new_
         assert not path.with_name("checkpoint.pt.tmp").exists(), where
     switch = boundaries.index("after replace")
     assert survivors == [1] * switch + [2] * (len(boundaries) - switch)  # the rename is the one step that switches
+
+
+# ---------------------------------------------------------------- what a killed writer left
+
+LEFT_BY_A_KILL = [".config.json.0123abcd.tmp", ".metrics.jsonl.89abcdef.tmp", ".metrics.csv.00ff00ff.tmp",
+                  ".learning_curve.png.deadbeef.tmp", "checkpoint.pt.tmp"]
+USERS = [".notes.txt.0123abcd.tmp", "metrics.csv.bak"]  # not rspo-gym's temporary names: kept
+
+
+def _learn(out, iterations: int, **flags) -> None:
+    from rspo_gym import GRPOTrainer
+
+    trainer = GRPOTrainer("rspo/ALFWorld-v0", model="drrn", num_groups=1, group_size=2, max_turns=2, eval_every=0, seed=5,
+                          progress=False, output_dir=str(out))
+    trainer.learn(iterations, **flags)
+    trainer.close()
+
+
+@pytest.mark.slow
+def test_the_next_writer_of_a_run_folder_removes_the_temporary_files_a_killed_one_left(tmp_path):
+    threads = torch.get_num_threads()
+    try:
+        _learn(tmp_path, 1)
+        for flags in ({"resume": True}, {"overwrite": True}):
+            for name in LEFT_BY_A_KILL + USERS:
+                (tmp_path / name).write_text("left")
+            _learn(tmp_path, 2, **flags)
+            names = {p.name for p in tmp_path.iterdir()}
+            assert names.isdisjoint(LEFT_BY_A_KILL) and names >= set(USERS), flags
+    finally:
+        torch.set_num_threads(threads)  # the scorer's run sets its own

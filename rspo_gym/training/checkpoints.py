@@ -10,6 +10,7 @@
   size and sha256, before anything is loaded (to the CPU), and says in one line what is wrong.
 - ``claim_run_dir``: a fresh run refuses a folder that holds another run unless told to
   overwrite it (then that run's record is removed); a resume takes it as it is.
+- ``remove_leftovers``: the temporary files a killed writer of the folder left, removed by the next.
 - ``restore_metrics``: on resume, ``metrics.jsonl`` is rewritten from the checkpoint's history.
 - ``load_optimizer_state``: an optimizer's saved state, checked against its parameters, then loaded.
 
@@ -63,7 +64,7 @@ from typing import Any, BinaryIO, Iterable
 
 import torch
 
-from rspo_gym.atomic import atomic_write, fsync_dir
+from rspo_gym.atomic import atomic_write, fsync_dir, remove_stale_temporaries
 from rspo_gym.safe_pickle import allowed_classes, check_torch_file, refusal_reason
 from rspo_gym.training.eval_records import EVALUATIONS, remove_evaluations
 from rspo_gym.training.tensor_shards import join_state, plan_shards, shard_layout, split_state, tensor_data
@@ -80,6 +81,7 @@ __all__ = [
     "read_checkpoint",
     "tensors_folder",
     "claim_run_dir",
+    "remove_leftovers",
     "remove_stale",
     "save_tag",
     "restore_metrics",
@@ -115,6 +117,11 @@ RUN_RECORD = (
     "config.json", "metrics.jsonl", "metrics.csv", "checkpoint.pt", "checkpoint.pt.tmp", "checkpoint_tensors",
     "checkpoint_engine", "tensorboard", "policy", "adapter", "learning_curve.png", "evaluations",
 )
+
+
+#: The run's files rewritten through ``atomic_write``; a kill between a temporary's creation and
+#: its rename leaves ``.<name>.<8 hex digits>.tmp`` beside them.
+REWRITTEN = ("config.json", "metrics.jsonl", "metrics.csv", "learning_curve.png")
 
 
 def run_identity(trainer: Any) -> dict[str, Any]:
@@ -468,6 +475,16 @@ def claim_run_dir(out: Path, *, resume: bool, overwrite: bool) -> None:
             remove_evaluations(out)
         else:
             shutil.rmtree(target) if target.is_dir() else target.unlink()
+
+
+def remove_leftovers(out: Path) -> None:
+    """Remove what a killed writer of run folder ``out`` left: the temporary files of the files it
+    rewrites (``REWRITTEN``) and ``checkpoint.pt.tmp``. For the folder's one writer (it holds the
+    lock, ``runs.lock_run_dir``), so each is a dead process's; called once a run is open (a fresh
+    run, ``--overwrite``, or a resume past its checks), so a refused command leaves them too."""
+    remove_stale_temporaries(out, REWRITTEN)
+    with contextlib.suppress(OSError):
+        (out / "checkpoint.pt.tmp").unlink()
 
 
 def restore_metrics(out: Path, history: list[dict[str, Any]]) -> None:

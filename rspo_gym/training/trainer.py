@@ -38,7 +38,8 @@ import torch
 
 from rspo_gym.algos.estimates import Estimate, RewardView
 from rspo_gym.training.checkpoints import (
-    claim_run_dir, load_optimizer_state, read_checkpoint, remove_stale, restore_metrics, run_identity, save_tag, write_checkpoint,
+    claim_run_dir, load_optimizer_state, read_checkpoint, remove_leftovers, remove_stale, restore_metrics, run_identity, save_tag,
+    write_checkpoint,
 )
 from rspo_gym.atomic import atomic_write
 from rspo_gym.training.config import TrainerConfig, save_config
@@ -983,6 +984,7 @@ class Trainer:
             trim_evaluations(self.output_dir, self.iteration)
         if not self._run_open:
             if self.dist.is_main:
+                remove_leftovers(self.output_dir)  # a killed writer's temporary files
                 save_config(self.config, self.output_dir / "config.json", env_id=self.env_id, model=self.model_name)
                 print(f"Logging to {self.output_dir}")
             self._run_open = True
