@@ -460,6 +460,8 @@ def _compare(args: argparse.Namespace) -> int:
               f"[{final['ci_low']:.3f}, {final['ci_high']:.3f}]")
     for d in summary["differences"]:
         print(d["sentence"])
+    if summary["auc_left_out"]:
+        print(f"no area under the curve: {summary['auc_left_out']}")
     print(f"summary.json, report.md and figures in {args.out}")
     return 0
 

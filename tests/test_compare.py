@@ -460,7 +460,8 @@ def test_a_compare_killed_while_writing_leaves_out_as_it_was(pair, monkeypatch, 
 
 def test_a_kill_9_while_compare_writes_leaves_no_out(pair):
     """``kill -9`` as soon as compare starts writing (its staging folder, or the first file in
-    --out, appears): no --out, only the hidden staging folder a kill cannot clean."""
+    --out, appears): no --out, only the hidden staging folder a kill cannot clean, which the next
+    compare into that --out removes."""
     import signal
     import time
 
@@ -474,6 +475,11 @@ def test_a_kill_9_while_compare_writes_leaves_no_out(pair):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not out.exists(), sorted(p.name for p in out.iterdir())
+    (left,) = pair.glob(".report.*.tmp")
+    stamp = left.stat().st_mtime - 120  # a minute after the kill: no writer can still be starting it
+    os.utime(left, (stamp, stamp))
+    assert compare_cli(f"{pair}/r-*", "--out", str(out), "--replicates", "200").returncode == 0
+    assert list(pair.glob(".report.*")) == [] and (out / "summary.json").exists()
 
 
 def test_summary_json_is_strict_json(pair):
@@ -484,3 +490,36 @@ def test_summary_json_is_strict_json(pair):
         raise AssertionError(f"summary.json holds {name}")
 
     json.loads((pair / "report" / "summary.json").read_text(), parse_constant=no_constants)
+
+
+def _left(path: Path, age: float = 3600, files: tuple[str, ...] = ()) -> Path:
+    """A staging folder as a killed compare leaves it, last changed ``age`` seconds ago."""
+    path.mkdir()
+    for name in files:
+        (path / name).write_text("{}")
+    stamp = path.stat().st_mtime - age
+    os.utime(path, (stamp, stamp))
+    return path
+
+
+def test_the_next_compare_removes_the_staging_folders_dead_writers_left(pair):
+    """A killed compare leaves its staging folder (beside a new --out, inside an existing one);
+    the next compare into that --out removes those whose writer is gone (no process holds the
+    folder's lock, and unchanged for a minute), and leaves a live writer's, a fresh one and
+    anything not named as compare's staging."""
+    import fcntl
+
+    out = pair / "report"
+    dead = [_left(pair / ".report.0badc0de.tmp", files=("summary.json",)), _left(pair / ".report.1badc0de.tmp")]
+    live, fresh = _left(pair / ".report.deadbeef.tmp"), _left(pair / ".report.2badc0de.tmp", age=0)
+    kept = [live, fresh, _left(pair / ".other.3badc0de.tmp"), _left(pair / ".report.xyz.tmp")]
+    holder = os.open(live, os.O_RDONLY)  # a live writer holds its staging folder's lock
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        assert compare_runs([f"{pair}/r-*"], out=out, progress=False, replicates=200, say=lambda line: None)
+        assert [p.name for p in dead if p.exists()] == [] and all(p.exists() for p in kept)
+        inside = _left(out / ".report.4badc0de.tmp", files=("report.md",))  # an existing --out's staging is inside it
+        assert compare_runs([f"{pair}/r-*"], out=out, progress=False, replicates=200, say=lambda line: None)
+        assert not inside.exists() and all(p.exists() for p in kept)
+    finally:
+        os.close(holder)

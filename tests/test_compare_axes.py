@@ -129,3 +129,92 @@ def test_a_group_whose_runs_record_their_start_reports_its_gain(config, tmp_path
     a, b = (next(g for g in summary["groups"] if g["name"] == name) for name in "ab")
     assert a["gain"]["success"]["difference"] == pytest.approx(0.75 - 0.25) and a["gain"]["success"]["paired_seeds"]
     assert "gain" not in b  # no record before training
+
+
+def _two_groups(tmp_path: Path, config: dict, grpo: list, rspo: list) -> dict[str, str]:
+    for seed in (0, 1):
+        make_run(tmp_path, f"grpo-{seed}", config, seed, grpo)
+        make_run(tmp_path, f"rspo-{seed}", config, seed, rspo)
+    return {"rspo": f"{tmp_path}/rspo-*", "grpo": f"{tmp_path}/grpo-*"}
+
+
+@pytest.mark.parametrize("x", ["total_env_steps", "learner_env_steps"])
+def test_a_budget_before_a_runs_first_record_is_refused(config, tmp_path, capsys, x):
+    """RSPO's first iteration counts its explorer's warm-up, so its first record (50 steps) can
+    lie past GRPO's last (40): no step count lies within every run's records. It was read at 40
+    steps before its first record, as if it had scored its first record there, and printed
+    "rspo is better"; the area was dropped without a word."""
+    from rspo_gym.cli import main
+
+    groups = _two_groups(tmp_path, config, [(1, 20, [0, 0, 0, 0]), (2, 40, [0, 0, 0, 0])],
+                         [(1, 50, [1, 1, 1, 1]), (2, 100, [0, 0, 0, 0])])
+    with pytest.raises(UserError) as refusal:
+        compare_runs(groups=groups, baseline="grpo", out=None, progress=False, x=x)
+    line = str(refusal.value)
+    assert "\n" not in line and f"{tmp_path}/rspo-0's records start at 50" in line and f"{tmp_path}/grpo-0's end at 40" in line
+    code = main(["compare", "--group", f"rspo={groups['rspo']}", "--group", f"grpo={groups['grpo']}", "--baseline", "grpo",
+                 "--x", x, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "start at 50" in err[0] and not (tmp_path / "out").exists()
+
+
+def test_runs_whose_records_meet_at_one_point_have_no_area_and_say_why(config, tmp_path, capsys):
+    """GRPO's last record and RSPO's first are both at 50 steps: every run is read there (a
+    measured point of each), and the area, which needs a span, is left out with its reason."""
+    from rspo_gym.cli import main
+
+    groups = _two_groups(tmp_path, config, [(1, 25, [0, 0, 0, 0]), (2, 50, [0, 1, 0, 0])],
+                         [(1, 50, [1, 1, 0, 0]), (2, 100, [0, 0, 0, 0])])
+    summary = compare_runs(groups=groups, baseline="grpo", out=None, progress=False, x="total_env_steps")
+    assert summary["total_env_steps"] == 50 and summary["auc_env_steps"] is None
+    assert [d["measure"] for d in summary["differences"]] == ["final"]
+    assert summary["differences"][0]["difference"] == pytest.approx(0.5 - 0.25)
+    why = summary["auc_left_out"]
+    assert f"{tmp_path}/rspo-0's first record" in why and "50 total env steps" in why and f"{tmp_path}/grpo-0's last" in why
+    code = main(["compare", "--group", f"rspo={groups['rspo']}", "--group", f"grpo={groups['grpo']}", "--baseline", "grpo",
+                 "--x", "total_env_steps", "--out", str(tmp_path / "out")])
+    out = capsys.readouterr().out
+    assert code == 0 and f"no area under the curve: {why}" in out.splitlines()
+    assert f"No area under the curve: {why}" in (tmp_path / "out" / "report.md").read_text()
+
+
+def _set_env_steps(folder: Path, iteration: int, steps) -> Path:
+    path = folder / "evaluations" / f"{iteration:06d}.json"
+    record = json.loads(path.read_text())
+    record["env_steps"] = steps
+    path.write_text(json.dumps(record))
+    return path
+
+
+@pytest.mark.parametrize("steps, why", [
+    (0, "not more than the 100 of iteration 1's record"),
+    (50, "not more than the 100 of iteration 1's record"),
+    (10**9, "metrics.jsonl counts 300 env steps up to iteration 3"),
+    (301, "metrics.jsonl counts 300 env steps up to iteration 3"),
+])
+@pytest.mark.parametrize("x", ["iterations", "total_env_steps"])
+def test_env_steps_the_run_did_not_take_are_refused(config, tmp_path, steps, why, x):
+    """A record's ``env_steps`` is the steps trained before it: it grows with the iteration and is
+    the sum of ``metrics.jsonl``'s ``env_steps`` up to it. 0, 10^9 and a value below the record
+    before used to be accepted, the curve quietly re-sorted."""
+    for seed in (0, 1):
+        make_run(tmp_path, f"a-{seed}", config, seed, [(1, 100, [0, 0, 0, 0]), (2, 200, [0, 1, 0, 1]), (3, 300, [1, 1, 0, 1])])
+    target = 3 if steps > 200 else 2
+    path = _set_env_steps(tmp_path / "a-1", target, steps)
+    with pytest.raises(UserError) as refusal:
+        compare_runs([f"{tmp_path}/a-*"], out=None, progress=False, x=x)
+    line = str(refusal.value)
+    assert "\n" not in line and str(path) in line and f"env_steps is {steps:,}" in line and why in line, line
+
+
+def test_env_steps_are_checked_by_order_where_metrics_do_not_count_them(config, tmp_path):
+    """A run whose ``metrics.jsonl`` has no ``env_steps`` still has records whose steps must grow."""
+    for seed in (0, 1):
+        make_run(tmp_path, f"a-{seed}", config, seed, [(1, 100, [0, 0, 0, 0]), (2, 200, [0, 1, 0, 1]), (3, 300, [1, 1, 0, 1])])
+        (tmp_path / f"a-{seed}" / "metrics.jsonl").write_text("".join(f'{{"iteration": {i}}}\n' for i in (1, 2, 3)))
+    assert compare_runs([f"{tmp_path}/a-*"], out=None, progress=False, x="total_env_steps")["total_env_steps"] == 300
+    _set_env_steps(tmp_path / "a-0", 3, 10**9)  # nothing to check a growing value against
+    assert compare_runs([f"{tmp_path}/a-*"], out=None, progress=False, x="total_env_steps")["total_env_steps"] == 300
+    path = _set_env_steps(tmp_path / "a-0", 2, 100)
+    with pytest.raises(UserError, match=f"{path}: env_steps is 100 at iteration 2, not more than the 100 of iteration 1's record"):
+        compare_runs([f"{tmp_path}/a-*"], out=None, progress=False)

@@ -12,6 +12,8 @@ never printed as a number or left to a traceback further on.
 - ``read_config``: a run's ``config.json`` as such a file.
 - ``metrics_rows``: ``metrics.jsonl``'s rows, read line by line under caps; ``last_iteration``: the highest ``iteration``;
   ``learner_env_steps``: the learner's env steps by iteration, from the same rows.
+- ``check_env_steps``: the records' ``env_steps`` are steps the run took: growing with the
+  iteration, and the sum of ``metrics.jsonl``'s ``env_steps`` up to each record's iteration.
 - ``read_records``: the run's ``evaluations/<iteration>.json`` records, each checked field by field
   (``training/eval_records.py`` documents them): types, lengths, success in {0, 1}, scores finite
   (in [0, 1] on the suite's envs), the episode seeds the record's ``eval_seed`` gives.
@@ -22,6 +24,7 @@ never printed as a number or left to a traceback further on.
 
 from __future__ import annotations
 
+import bisect
 import io
 import json
 import math
@@ -45,7 +48,7 @@ except ImportError:  # Windows: no flock, so no writer's lock to see
 __all__ = [
     "MAX_RECORD_BYTES", "MAX_CONFIG_BYTES", "MAX_METRICS_BYTES", "MAX_METRICS_LINE", "MAX_ITERATION", "SCORED_ENVS",
     "read_bytes", "read_json", "read_config", "metrics_rows", "last_iteration", "learner_env_steps", "episode_seeds", "check_record", "read_records",
-    "check_not_running",
+    "check_env_steps", "check_not_running",
 ]
 
 #: An evaluation record of the most tasks an evaluation allows (10,000) is ~300 kB.
@@ -260,6 +263,48 @@ def read_records(folder: str | Path, *, env_id: str | None) -> list[dict[str, An
         if _NAME.match(path.name):
             out.append(check_record(read_json(path, MAX_RECORD_BYTES), path, env_id=env_id))
     return sorted(out, key=lambda r: r["iteration"])
+
+
+def _trained_steps(folder: Path) -> list[tuple[int, int]] | None:
+    """``(iteration, env steps trained up to and including it)`` of each ``metrics.jsonl`` row,
+    by iteration; None where a row has no count of its steps (nothing to check a record against)."""
+    rows = sorted(((row["iteration"], row.get("env_steps")) for row in metrics_rows(folder)), key=lambda pair: pair[0])
+    if not all(_is_int(steps) for _, steps in rows):
+        return None
+    out, done = [], 0
+    for iteration, steps in rows:
+        done += steps
+        out.append((iteration, done))
+    return out
+
+
+def check_env_steps(folder: str | Path, records: Sequence[dict[str, Any]]) -> None:
+    """Refuse, in one line naming the record and the values, ``env_steps`` that the run did not
+    take. Every iteration plays at least one step, so a record's count is more than the record's
+    before; and the trainer writes it as the sum of ``metrics.jsonl``'s ``env_steps`` of the
+    iterations before it, which is checked where every row counts its steps. A count of 0 or
+    10^9 in an edited file would otherwise place the run anywhere on a steps axis, its curve
+    quietly re-sorted. ``records``: the run's, by iteration (``read_records``)."""
+    folder = Path(folder)
+
+    def bad(record: dict[str, Any], why: str) -> UserError:
+        path = folder / EVALUATIONS / f"{record['iteration']:06d}.json"
+        return UserError(f"{path}: env_steps is {record['env_steps']:,}{why}: not a record rspo-gym wrote; restore the file, "
+                         f"or remove it and compare with --evaluate")
+
+    for before, record in zip(records, records[1:]):
+        if record["env_steps"] <= before["env_steps"]:
+            raise bad(record, f" at iteration {record['iteration']}, not more than the {before['env_steps']:,} of iteration "
+                              f"{before['iteration']}'s record (steps only grow along training)")
+    trained = _trained_steps(folder) if records else None
+    if trained is None:
+        return
+    iterations = [iteration for iteration, _ in trained]
+    for record in records:
+        at = bisect.bisect_right(iterations, record["iteration"])
+        steps = trained[at - 1][1] if at else 0
+        if record["env_steps"] != steps:
+            raise bad(record, f", but metrics.jsonl counts {steps:,} env steps up to iteration {record['iteration']}")
 
 
 def check_not_running(folder: str | Path) -> None:

@@ -4,6 +4,14 @@ They are written into a staging folder first and moved into ``--out`` at the end
 that is killed or fails (a full disk, a read-only folder) leaves ``--out`` as it was: a new
 folder appears whole (one rename) and an existing one has each file replaced whole, never a
 truncated ``summary.json`` or a report of one comparison beside the numbers of another.
+
+A kill leaves the staging folder (``.<out>.<8 hex digits>.tmp``, beside a new ``--out`` or inside
+an existing one); the next compare into that ``--out`` removes those left by a writer that is
+gone. A writer holds an exclusive ``flock`` on its staging folder while it writes (the kernel drops
+it when the process dies, ``kill -9`` included), so one whose lock can be taken is a dead
+writer's; one changed in the last minute is kept all the same, for the instant between a live
+writer's ``mkdir`` and its lock (and where the filesystem has no locks, age is the only test: a
+writer stages its files in seconds).
 ``summary.json`` is strict JSON: a value that is not a finite number is a bug, never ``NaN``.
 """
 
@@ -12,8 +20,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +31,18 @@ from rspo_gym.atomic import DISK_FULL
 from rspo_gym.errors import UserError
 from rspo_gym.plotting import Band, curves_with_bands, forest_plot
 
-__all__ = ["write_report", "report_markdown", "check_out"]
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; a leftover is then known by its age alone
+    fcntl = None
+
+__all__ = ["write_report", "report_markdown", "check_out", "remove_leftovers", "STALE_AFTER_S"]
 
 #: The figures a comparison may write; one an earlier comparison left in ``--out`` and this one
 #: does not write is removed, so that ``report.md`` and the figures beside it are of one comparison.
 FIGURES = ("forest.png", "curves_success.png", "curves_score.png")
+#: A staging folder unchanged this long, whose lock no process holds, is a dead writer's.
+STALE_AFTER_S = 60.0
 
 
 def _ci(e: dict[str, Any]) -> str:
@@ -78,7 +95,7 @@ def report_markdown(summary: dict[str, Any], figures: list[str]) -> str:
     elif summary["auc_iterations"]:
         lines += ["", f"Area under the held-out curve: over iterations {summary['auc_iterations']}, divided by their span."]
     else:
-        lines += ["", "No area under the curve: the runs have no records on these episodes at two common points."]
+        lines += ["", f"No area under the curve: {summary['auc_left_out']}."]
     lines += [""] + [f"![{name}]({name})" for name in figures]
     has_auc = bool(summary["auc_iterations"] or summary["auc_env_steps"])
     lines += ["", "## Groups", "", "| group | seeds | " + " | ".join(f"final {m} [95 % CI]" for m in summary["metrics"])
@@ -120,6 +137,50 @@ def check_out(out: str | Path) -> None:
         raise UserError(f"--out {out}: {existing} is not writable by this user: name a folder you can write")
 
 
+def _lock(folder: Path) -> int | None:
+    """A descriptor holding an exclusive ``flock`` on ``folder`` (None where there are no locks):
+    while it is open, no later compare takes ``folder`` for a dead writer's leftover."""
+    if fcntl is None:
+        return None
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    with contextlib.suppress(OSError):  # a filesystem without locks: the leftovers' age protects this one
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def _remove_if_stale(folder: Path) -> None:
+    """Remove ``folder``, a staging folder, when its writer is gone (module doc)."""
+    try:
+        if time.time() - os.lstat(folder).st_mtime < STALE_AFTER_S:
+            return
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:  # gone already (another compare removed it), or not a folder
+        return
+    try:
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # a live writer's
+                return
+            except OSError:  # no locks on this filesystem: its age says it
+                pass
+        shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        os.close(fd)
+
+
+def remove_leftovers(out: Path) -> None:
+    """Remove the staging folders that killed compares into ``out`` left beside or inside it."""
+    name = re.compile(rf"^\.{re.escape(out.absolute().name or 'compare')}\.[0-9a-f]{{8}}\.tmp$")
+    for home in (out.absolute().parent, out):
+        try:
+            entries = [e for e in os.scandir(home) if name.match(e.name) and e.is_dir(follow_symlinks=False)]
+        except OSError:  # no such folder (a new --out), or not readable: nothing to clean there
+            continue
+        for entry in entries:
+            _remove_if_stale(Path(entry.path))
+
+
 def write_report(summary: dict[str, Any], out: str | Path) -> list[Path]:
     """Write the comparison's files into ``out`` (made if missing) and return their paths:
     staged beside it (a new ``out``) or inside it (an existing one), then moved in, ``summary.json``
@@ -128,12 +189,15 @@ def write_report(summary: dict[str, Any], out: str | Path) -> list[Path]:
     out = Path(out).expanduser()
     check_out(out)
     text = json.dumps(summary, indent=2, allow_nan=False) + "\n"  # before anything is written
+    remove_leftovers(out)
     fresh = not out.exists()
     home = out.absolute().parent if fresh else out
     staging = home / f".{out.absolute().name or 'compare'}.{secrets.token_hex(4)}.tmp"
+    lock = None
     try:
         home.mkdir(parents=True, exist_ok=True)
         os.mkdir(staging)
+        lock = _lock(staging)
         (staging / "summary.json").write_text(text, encoding="utf-8")
         figures = _figures(summary, staging)
         (staging / "report.md").write_text(report_markdown(summary, figures), encoding="utf-8")
@@ -152,4 +216,7 @@ def write_report(summary: dict[str, Any], out: str | Path) -> list[Path]:
             raise UserError(f"cannot write the comparison into {out} ({err.strerror or err}"
                             f"{f': {err.filename}' if err.filename else ''}): it is left as it was") from None
         raise
+    finally:
+        if lock is not None:
+            os.close(lock)  # after the folder is renamed or removed: no compare can take it for a leftover
     return [out / "summary.json", out / "report.md", *(out / f for f in figures)]

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from rspo_gym.compare.files import check_not_running, episode_seeds, last_iteration, learner_env_steps, read_config, read_records
+from rspo_gym.compare.files import check_env_steps, check_not_running, episode_seeds, last_iteration, learner_env_steps, read_config, read_records
 from rspo_gym.errors import UserError
 from rspo_gym.training.envs import default_eval_split
 from rspo_gym.training.runs import find_run
@@ -99,7 +99,7 @@ def load_run(path: str | Path) -> Run:
     """The run in folder ``path``; ``UserError`` when it is none (neither ``policy/`` nor
     ``evaluations/`` beside a trainer's ``config.json``), when another process is still writing
     it, or when its ``config.json``, ``metrics.jsonl`` or records are not files rspo-gym wrote
-    (``files.py``)."""
+    (``files.py``), their ``env_steps`` included."""
     from rspo_gym.training.config import load_config
 
     found = find_run(path) or _records_only(path)
@@ -122,6 +122,7 @@ def load_run(path: str | Path) -> Run:
         # a run stopped between the two (its policy/ is an earlier save) or files changed by hand
         raise UserError(f"{folder} has an evaluation record at iteration {records[-1]['iteration']} but metrics.jsonl ends at "
                         f"iteration {last}: the run stopped mid-iteration (resume it to finish) or its files were changed")
+    check_env_steps(folder, records)
     return Run(folder, data, records, last, has_policy=(folder / "policy").is_dir())
 
 

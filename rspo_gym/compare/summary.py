@@ -18,7 +18,8 @@ a run took counts (an RSPO explorer's too, which an iteration of the learner doe
 ``env_steps`` less the explorer's). The final value is each run's held-out curve read at the
 most steps every run's records reached (joined linearly between its records: runs stop a part
 of an iteration apart), and the area is taken over those steps, each run's curve read on one
-grid between its records.
+grid between its records. A run is read only within its records: where no count of steps lies
+within every run's, the runs are refused (``steps_span``).
 """
 
 from __future__ import annotations
@@ -99,15 +100,32 @@ def _records_by_steps(group: Group, plan: EvaluationPlan, x: str) -> list[list[t
     return out
 
 
-def steps_span(groups: list[Group], plan: EvaluationPlan, x: str = "total_env_steps") -> tuple[float, float]:
-    """``(start, budget)`` of a steps view: ``budget`` the most env steps (on axis ``x``) every
-    run's records reach, ``start`` the first by which every run has a record (the area's span;
-    equal to ``budget`` when some run has one record only)."""
-    runs = [records for g in groups for records in _records_by_steps(g, plan, x)]
-    if not runs or any(not records for records in runs):
+def steps_span(groups: list[Group], plan: EvaluationPlan, x: str = "total_env_steps") -> tuple[float, float, str | None]:
+    """``(start, budget, why)`` of a steps view: ``budget`` the most env steps (on axis ``x``)
+    every run's records reach, ``start`` the first by which every run has a record (the area's
+    span), and where they are one point, ``why`` the area is left out (else None).
+
+    Every run is read only within its records: a run read before its first one would be given
+    that record's value at steps it had not yet taken (RSPO's first record comes late, its
+    explorer's warm-up counted in its first iteration). Where some run's records start past
+    where another's end, no count of steps lies within every run's, and the runs are refused
+    (one line naming both)."""
+    runs = [(run, records) for g in groups for run, records in zip(g.runs, _records_by_steps(g, plan, x))]
+    if not runs or any(not records for _, records in runs):
         raise UserError(f"--x {x} reads every run's held-out records, and a run has none on these episodes: "
                         f"evaluate along training (eval_every) or compare at --x iterations")
-    return max(records[0][0] for records in runs), min(records[-1][0] for records in runs)
+    late, first = max(((run, records[0][0]) for run, records in runs), key=lambda pair: pair[1])
+    early, last = min(((run, records[-1][0]) for run, records in runs), key=lambda pair: pair[1])
+    axis = x.replace("_", " ")
+    if first > last:
+        raise UserError(f"--x {x}: {late.path}'s records start at {first:,.0f} {axis}, past where {early.path}'s end at "
+                        f"{last:,.0f}: no count of steps lies within every run's records, and a run is not read where it has "
+                        f"none; train the shorter runs longer, or compare at --x iterations")
+    why = None
+    if first == last:
+        why = (f"{late.path}'s first record is at {last:,.0f} {axis}, where {early.path}'s last is: the runs' records "
+               f"share that one point, and an area needs a span")
+    return first, last, why
 
 
 def _read_at(records: list[tuple[float, dict]], plan: EvaluationPlan, metric: str, grid: Sequence[float]) -> np.ndarray:
@@ -180,15 +198,17 @@ def summarize(groups: list[Group], baseline: str, plan: EvaluationPlan, finals: 
     metrics = metrics_of(list(finals.values()))
     at, span = "", None
     if x in STEP_AXES:
-        span = steps_span(groups, plan, x)
+        start, budget, left_out = steps_span(groups, plan, x)
+        span = (start, budget)
         at = f"at {span[1]:,.0f} {x.replace('_', ' ')}"
         final = {g.name: {m: _final_at_steps(g, plan, span[1], m, x) for m in metrics} for g in groups}
         auc_iterations = []
-        has_auc = span[1] > span[0]
+        has_auc = left_out is None
         auc = {g.name: {m: _auc_over_steps(g, plan, span, m, x) for m in metrics} for g in groups} if has_auc else {}
     else:
         auc_iterations = _common_iterations(groups, plan)
         has_auc = len(auc_iterations) >= 2
+        left_out = None if has_auc else "the runs have no records on these episodes at two common iterations"
         final = {g.name: {m: [plan.per_task(finals[r.path][m]) for r in g.runs] for m in metrics} for g in groups}
         auc = {g.name: {m: _auc_matrix(g, plan, auc_iterations, m) for m in metrics} for g in groups} if has_auc else {}
     out_groups = []
@@ -225,6 +245,7 @@ def summarize(groups: list[Group], baseline: str, plan: EvaluationPlan, finals: 
         "learner_env_steps": span[1] if span and x == "learner_env_steps" else None,
         "auc_env_steps": list(span) if span and has_auc else None,
         "auc_iterations": auc_iterations if has_auc and not span else None,
+        "auc_left_out": left_out,
         "one_seed_groups": [g.name for g in groups if len(g.runs) < 2],
         "groups": out_groups, "differences": differences,
     }
