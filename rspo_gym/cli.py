@@ -352,12 +352,17 @@ INTERRUPTED = {
 
 
 def _how_to_resume(args: argparse.Namespace, out: Path | None) -> str:
-    """How an interrupted ``rspo-gym train`` goes on: from its last checkpoint, or from the start."""
-    if out is None or not (Path(out) / "checkpoint.pt").is_file():
-        return "no checkpoint was written yet: run the same command again"
+    """How an interrupted ``rspo-gym train`` goes on: from its last checkpoint, or from the start
+    (``--overwrite`` once the folder holds the run's ``config.json``: the same command would be
+    refused, and a resume too where the run checkpoints only at its end)."""
     folder = args.output_dir or str(out)
-    return (f"continue from its last checkpoint with the same flags and --output-dir {folder} --resume"
-            + (" (instead of --overwrite)" if args.overwrite else ""))
+    if out is not None and (Path(out) / "checkpoint.pt").is_file():
+        return (f"continue from its last checkpoint with the same flags and --output-dir {folder} --resume"
+                + (" (instead of --overwrite)" if args.overwrite else ""))
+    if out is not None and (Path(out) / "config.json").is_file():
+        return (f"no checkpoint was written yet: start over with the same flags and --output-dir {folder} --overwrite"
+                + (" (instead of --resume)" if args.resume else ""))
+    return "no checkpoint was written yet: run the same command again"
 
 
 #: Held-out tasks of ``rspo-gym eval`` on a model that is not a run (a run keeps its own).
@@ -372,6 +377,7 @@ def _run_settings(model: str) -> tuple[str, str | None, dict]:
 
     run = find_run(model)
     if run is None:
+        _refuse_unfinished_run(Path(model).expanduser())
         return model, None, {"eval_tasks": EVAL_TASKS}
     policy, config_path = run
     try:
@@ -379,6 +385,52 @@ def _run_settings(model: str) -> tuple[str, str | None, dict]:
     except ValueError as err:
         raise UserError(f"rspo-gym eval: {err}") from err
     return str(policy), info.get("env_id"), {name: getattr(config, name) for name in RUN_EVAL_FIELDS}
+
+
+def _refuse_unfinished_run(path: Path) -> None:
+    """A run folder (or its ``policy/``) whose training has not written ``policy/`` yet is one line
+    saying how to finish it, not the tokenizer error of loading the folder as a model."""
+    import json
+
+    from rspo_gym.training.runs import recorded_iterations
+
+    run = path.parent if path.name == "policy" else path
+    if (run / "policy").is_dir() or not (run / "config.json").is_file() or not (
+            (run / "checkpoint.pt").exists() or (run / "metrics.jsonl").is_file()):
+        return
+    try:
+        saved = json.loads((run / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        saved = {}
+    saved = saved if isinstance(saved, dict) else {}
+    algo = {name: algo for algo, name in CONFIG_CLASSES.items()}.get(saved.get("config_class"))
+    named = [f"--{flag} {saved[key]}" for flag, key in (("env", "env_id"), ("model", "model")) if isinstance(saved.get(key), str)]
+    command = " ".join(["rspo-gym train", *([f"--algo {algo}"] if algo else []), *named, f"--output-dir {run}", "--resume"])
+    done = recorded_iterations(run)
+    where = f"it stopped after iteration {done}" if done else "it stopped before its first iteration"
+    raise UserError(f"rspo-gym eval: {run} is a run with no policy/ yet ({where}): finish it with `{command}` "
+                    f"and the other flags it was started with, then evaluate it")
+
+
+def _games_plan(games: str, env: str, overrides: dict) -> dict:
+    """The trainer fields that evaluate on the real ALFWorld games under ``games``: every game
+    once, in sorted path order, unless ``--tasks`` says fewer. Each game is read now, so a damaged
+    file is one line before the model loads (and the games are then in the env's cache)."""
+    from rspo_gym.envs.alfworld.pddl import load_game
+    from rspo_gym.envs.alfworld.tasks import GameFiles
+    from rspo_gym.training.envs import env_family
+
+    if env_family(env) != "alfworld":
+        raise UserError(f"rspo-gym eval: --games are ALFWorld game files; {env} plays none")
+    folder = Path(games).expanduser().resolve()
+    try:
+        paths = GameFiles(folder).paths
+        for path in paths:
+            load_game(path)
+    except (OSError, ValueError) as err:
+        raise UserError(f"rspo-gym eval: --games {games}: {str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
+    return {"env_kwargs": {**(overrides.get("env_kwargs") or {}), "games": str(folder)}, "eval_tasks": len(paths),
+            "eval_task_ids": None}
 
 
 def _eval_plan(args: argparse.Namespace) -> tuple[str, str, dict]:
@@ -389,6 +441,9 @@ def _eval_plan(args: argparse.Namespace) -> tuple[str, str, dict]:
 
     _with_flags(_config_overrides(args.set), _given(eval_split=args.split, eval_tasks=args.tasks),
                 {"eval_split": "split", "eval_tasks": "tasks"})  # the flags replace the run's, not a --set
+    if args.games is not None and (args.split is not None or args.task_type is not None):
+        raise UserError("rspo-gym eval: --games plays the games of a folder; --split and --task-type pick generated "
+                        "tasks: give one (a folder of one type's games plays that type)")
     model, run_env, settings = _run_settings(args.model)
     env = args.env or run_env or "rspo/ALFWorld-v0"
     overrides = {**settings, **_config_overrides(args.set)}
@@ -408,24 +463,73 @@ def _eval_plan(args: argparse.Namespace) -> tuple[str, str, dict]:
             raise UserError(f"rspo-gym eval: {err}") from err
     flags = _given(eval_temperature=args.temperature, max_turns=args.max_turns, eval_seed=args.seed)
     overrides.update(_with_flags(_config_overrides(args.set), flags, {"eval_temperature": "temperature", "eval_seed": "seed"}))
+    if args.games is not None:
+        overrides.update(_games_plan(args.games, env, overrides))
+        if args.tasks is not None:
+            if not 1 <= args.tasks <= overrides["eval_tasks"]:
+                raise UserError(f"--tasks must be from 1 to the {overrides['eval_tasks']} games under {args.games}, got {args.tasks}")
+            overrides["eval_tasks"] = args.tasks
     return env, model, {**overrides, "num_groups": 1, "group_size": 1}
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from rspo_gym.training.envs import default_eval_split
+    from rspo_gym.training.envs import default_eval_split, env_family
 
     _require_llm_extra("eval")
+    if args.json is not None:
+        _check_json_path(args.json)
     env, model, overrides = _eval_plan(args)
     trainer = _trainer("grpo", env, model, overrides)
     c = trainer.config
     tasks = f"task ids {c.eval_task_ids}" if c.eval_task_ids else f"{c.eval_tasks} tasks"
     turns = c.max_turns or f"{trainer.venv.max_episode_steps} (the env's limit)"
-    print(f"evaluating {trainer.model_name or model} on {trainer.env_id}: {c.eval_split or default_eval_split(trainer.env_id)} split, "
+    games = c.env_kwargs.get("games") if env_family(trainer.env_id) == "alfworld" else None
+    split = c.eval_split or default_eval_split(trainer.env_id)
+    where = f"the games under {games}" if games else f"{split} split"
+    print(f"evaluating {trainer.model_name or model} on {trainer.env_id}: {where}, "
           f"{tasks}, max_turns {turns}, history_length {c.history_length}, temperature {c.eval_temperature}")
-    metrics = trainer.evaluate()
+    metrics, episodes = trainer.evaluate(return_episodes=True)
     for key in sorted(metrics):
         print(f"{key:40s} {metrics[key]:.4f}")
+    _print_eval_report(trainer, model, split, games, metrics, episodes, args.json)
     return 0
+
+
+def _check_json_path(path: str) -> None:
+    """``--json``'s folder exists and is not a file, said before the model loads, not after the evaluation."""
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise UserError(f"--json {path} is a folder: give a file path, e.g. {Path(path) / 'eval.json'}")
+    if not target.parent.is_dir():
+        raise UserError(f"--json {path}: no folder {target.parent} to write it in")
+
+
+def _print_eval_report(trainer: "Trainer", model: str, split: str | None, games: str | None, metrics: dict,
+                       episodes: list, json_path: str | None) -> None:
+    """The published table of the evaluation (ALFWorld: success per task type; WebShop: score and
+    success), and with ``--json`` the same numbers and the settings, written whole or not at all."""
+    import json
+
+    from rspo_gym.atomic import write_text_atomic
+    from rspo_gym.training.envs import env_family
+    from rspo_gym.training.eval_report import alfworld_table, eval_report, tally_by_type, webshop_result
+
+    family = env_family(trainer.env_id)
+    if family == "alfworld":
+        print(f"\nsuccess (%) by task type, {len(episodes)} {'games' if games else 'tasks'}:")
+        print(alfworld_table(tally_by_type((t.task_type, t.won) for t in episodes)))
+    elif family == "webshop" and episodes:
+        print(f"\nWebShop {webshop_result([t.score for t in episodes]).line()}")
+    if json_path is None:
+        return
+    c = trainer.config
+    settings = {"model": trainer.model_name or model, "env": trainer.env_id, "split": None if games else split, "games": games,
+                "env_kwargs": {k: v for k, v in c.env_kwargs.items() if k != "games"}, "task_ids": [t.task_id for t in episodes],
+                "max_turns": c.max_turns or trainer.venv.max_episode_steps, "history_length": c.history_length,
+                "temperature": c.eval_temperature, "seed": c.eval_seed}
+    report = eval_report([(t.task_type, t.won, t.score) for t in episodes], family=family, settings=settings, metrics=metrics)
+    write_text_atomic(Path(json_path).expanduser(), json.dumps(report, indent=2, default=str) + "\n")
+    print(f"numbers written to {json_path}")
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -621,7 +725,12 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--temperature", type=float, default=None, help="0 is greedy (default: the run's, else 0)")
     evaluate.add_argument("--seed", type=int, default=None,
                           help="seed of the evaluation's episodes: the config's eval_seed (default: the run's, else 1000)")
-    evaluate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any config field")
+    evaluate.add_argument("--games", default=None, metavar="DIR",
+                          help="real ALFWorld games: a folder of game.tw-pddl files (searched recursively), each played once "
+                               "(default: the split's generated tasks)")
+    evaluate.add_argument("--json", default=None, metavar="PATH", help="also write the numbers and settings to PATH as JSON")
+    evaluate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                          help="any config field; env_kwargs={...} reaches the env (e.g. its data files)")
     evaluate.set_defaults(run=_eval)
 
     compare = commands.add_parser(

@@ -125,3 +125,27 @@ def test_the_next_writer_of_a_run_folder_removes_the_temporary_files_a_killed_on
             assert names.isdisjoint(LEFT_BY_A_KILL) and names >= set(USERS), flags
     finally:
         torch.set_num_threads(threads)  # the scorer's run sets its own
+
+
+# ---------------------------------------------------------------- what Ctrl-C's line says
+
+def test_ctrl_c_before_the_first_checkpoint_says_a_command_that_then_runs(tmp_path, monkeypatch, capsys):
+    """The folder holds the run's config.json and first row, no checkpoint: the same command again
+    is refused (the folder holds a run), so the line says --overwrite."""
+    from rspo_gym.cli import main
+    from rspo_gym.training.trainer import Trainer
+
+    def interrupted(self, path=None):
+        raise KeyboardInterrupt
+
+    command = ["train", "--model", "drrn", "--iterations", "1", "--num-groups", "1", "--group-size", "2", "--max-turns", "2",
+               "--set", "eval_every=0", "--set", "progress=false", "--output-dir", str(tmp_path / "run")]
+    with monkeypatch.context() as patch:
+        patch.setattr(Trainer, "save_checkpoint", interrupted)
+        assert main(command) == 130
+    assert (tmp_path / "run" / "config.json").is_file() and not (tmp_path / "run" / "checkpoint.pt").exists()
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("rspo-gym train: interrupted; no checkpoint was written yet: ")
+    advised = command + (["--overwrite"] if "--overwrite" in line else [])
+    assert main(advised) == 0, capsys.readouterr().err  # was exit 2: "... holds a run (config.json, metrics.jsonl, ...)"
+    assert (tmp_path / "run" / "checkpoint.pt").is_file()
