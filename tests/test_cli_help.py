@@ -16,7 +16,7 @@ def test_version(capsys):
     assert exit_.value.code == 0 and capsys.readouterr().out == f"rspo-gym {rspo_gym.__version__}\n"
 
 
-@pytest.mark.parametrize("command", [["quickstart"], ["demo"], ["webshop", "serve"], ["train"], ["eval"], ["compare"], ["config"]])
+@pytest.mark.parametrize("command", [["quickstart"], ["demo"], ["webshop", "serve"], ["webshop", "export"], ["train"], ["eval"], ["compare"], ["config"]])
 def test_every_help_shows_defaults(command, capsys):
     with pytest.raises(SystemExit):
         main([*command, "--help"])
