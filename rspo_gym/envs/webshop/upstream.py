@@ -68,9 +68,10 @@ SPLIT_SEED = 233
 #: Upstream's price tag and hidden price of a product without pricing.
 _UNPRICED_TAG, _UNPRICED = "$100.0", 100.0
 #: Bumped whenever what is cached changes, so an old cache entry is never read.
-_FORMAT = 1
+_FORMAT = 2
 _ASIN_LIMIT = 10
 _CACHE_ITEMS = 1024
+_PICKLE_CHUNK = 50_000
 
 
 @dataclass(frozen=True)
@@ -469,20 +470,36 @@ def _build(files: UpstreamFiles, num_products: int | None, human_goals: bool, ou
 
         index = SearchIndex.build(docs(), doc_ids=(r[0] for r in records))
     index.save(out / "index")
-    with open(out / "data.pkl", "wb") as f:
-        pickle.dump({"format": _FORMAT, "records": records, "prices": prices, "goals": goals,
-                     "weights": weights, "skipped": skipped}, f, protocol=pickle.HIGHEST_PROTOCOL)
+    _dump(out / "data.pkl", {"skipped": skipped},
+          {"records": records, "prices": prices, "goals": goals, "weights": weights})
     catalog.search_index = index
     return UpstreamData(catalog, UpstreamGoals(goals, weights, skipped))
 
 
+def _dump(path: Path, header: dict[str, Any], lists: dict[str, list]) -> None:
+    """Pickle ``lists`` in chunks: one pickle of 1.18M records would hold a memo entry for every
+    string and tuple in it until the end, gigabytes the chunks free as they go."""
+    with open(path, "wb") as f:
+        pickle.dump({**header, "format": _FORMAT, "lengths": {k: len(v) for k, v in lists.items()}},
+                    f, protocol=pickle.HIGHEST_PROTOCOL)
+        for values in lists.values():
+            for start in range(0, len(values), _PICKLE_CHUNK):
+                pickle.dump(values[start:start + _PICKLE_CHUNK], f, protocol=pickle.HIGHEST_PROTOCOL)
+
+
 def _read_cache(entry: Path, files: UpstreamFiles) -> UpstreamData:
     with open(entry / "data.pkl", "rb") as f:
-        data = pickle.load(f)
-    if data.get("format") != _FORMAT:
-        raise ValueError("old cache format")
+        header = pickle.load(f)
+        if not isinstance(header, dict) or header.get("format") != _FORMAT:
+            raise ValueError("another cache format")
+        data: dict[str, list] = {}
+        for name, length in header["lengths"].items():
+            values: list = []
+            while len(values) < length:
+                values.extend(pickle.load(f))
+            data[name] = values
     catalog = UpstreamCatalog(data["records"], data["prices"], files, SearchIndex.load(entry / "index"))
-    return UpstreamData(catalog, UpstreamGoals(data["goals"], data["weights"], data["skipped"]))
+    return UpstreamData(catalog, UpstreamGoals(data["goals"], data["weights"], header["skipped"]))
 
 
 def _cache_key(files: UpstreamFiles, num_products: int | None, human_goals: bool) -> str:
@@ -500,7 +517,7 @@ def _load(files: UpstreamFiles, stats: tuple, num_products: int | None, human_go
     if entry.is_dir():
         try:
             return _read_cache(entry, files)
-        except (OSError, ValueError, KeyError, EOFError, pickle.UnpicklingError):
+        except (OSError, ValueError, KeyError, TypeError, EOFError, pickle.UnpicklingError):
             shutil.rmtree(entry, ignore_errors=True)  # damaged or foreign: rebuilt below
     built: list[UpstreamData] = []
     build_atomically(entry, lambda out: built.append(_build(files, num_products, human_goals, out)))

@@ -155,6 +155,7 @@ def test_the_callers_global_random_is_left_alone(data, tmp_path):
 
 
 def test_the_build_is_cached_on_disk_under_the_files_hashes(data, tmp_path, monkeypatch):
+    monkeypatch.setattr(upstream, "_PICKLE_CHUNK", 7)  # many chunks, the last one short
     first = load_upstream(data, cache_dir=tmp_path)
     entries = [p.name for p in tmp_path.iterdir()]
     assert len(entries) == 1 and entries[0].startswith("upstream-")
@@ -165,7 +166,8 @@ def test_the_build_is_cached_on_disk_under_the_files_hashes(data, tmp_path, monk
 
     monkeypatch.setattr(upstream, "_build", no_build)
     again = load_upstream(data, cache_dir=tmp_path)
-    assert rows(again.goals) == rows(first.goals)
+    assert rows(again.goals) == rows(first.goals) and list(again.goals.weights) == list(first.goals.weights)
+    assert [again.catalog.item(i) for i in range(len(again.catalog))] == [first.catalog.item(i) for i in range(len(first.catalog))]
     assert again.catalog.search_index.search("running shoes") == first.catalog.search_index.search("running shoes")
     monkeypatch.undo()
     changed = write_fixture(tmp_path / "changed")
