@@ -181,8 +181,8 @@ def _webshop_export(args: argparse.Namespace) -> int:
                         f"as they were") from None
     for name, size in summary.files.items():
         print(f"{Path(summary.directory) / name}  {size / 1e6:,.1f} MB")
-    print(f"{summary.num_products:,} products and {summary.num_goals:,} goals (catalog seed {summary.catalog_seed}) "
-          f"in {summary.seconds:,.1f} s")
+    print(f"{summary.num_products:,} products and {summary.num_goals:,} goals (catalog seed {summary.catalog_seed}), "
+          f"{summary.total_bytes / 1e6:,.1f} MB in {summary.seconds:,.1f} s")
     return 0
 
 
