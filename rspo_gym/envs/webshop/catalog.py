@@ -20,14 +20,13 @@ unpriced, which upstream prices at $100).
 groups they offer (:data:`~.catalog_data.V1_EXTRA_GROUPS` give every type up to three; 12.5 % of
 items offer none, 1 % one) and so for their prices and reviews, drawn after the options.
 
-Upstream's real files can be read with :func:`load_real_items`.
+Upstream's real files are read by :mod:`~rspo_gym.envs.webshop.upstream` instead.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import math
 import random
 import re
@@ -35,8 +34,6 @@ import threading
 from collections import OrderedDict, deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -47,7 +44,7 @@ from .search import SearchIndex, search_text
 
 __all__ = [
     "CATALOG_VERSIONS", "CATEGORY_TOPS", "Catalog", "CatalogItem", "MAX_PRODUCTS", "ProductType",
-    "Review", "UNPRICED_PRICE", "load_real_items",
+    "Review", "UNPRICED_PRICE",
 ]
 
 #: Largest catalog accepted.
@@ -661,162 +658,3 @@ class Catalog:
             price=price, price_range=price_range, features=tuple(bullets), reviews=reviews,
             rating=rating, category_top=t.category_top,
         )
-
-
-# ----------------------------------------------------------------------------- real data
-
-
-def _parse_pricing(text: str) -> list[float]:
-    """Upstream ``load_products``: numbers after each ``$``, non-digits/dots stripped."""
-    return [float(Decimal(re.sub(r"[^\d.]", "", part))) for part in text.split("$")[1:]]
-
-
-def _real_options(raw: object) -> dict[str, tuple[str, ...]]:
-    if not raw:
-        return {}
-    if not isinstance(raw, dict):
-        raise ValueError("customization_options/options must be an object")
-    options: dict[str, tuple[str, ...]] = {}
-    for name, contents in raw.items():
-        if contents is None:
-            continue
-        if not isinstance(contents, list):
-            raise ValueError(f"option {name!r} must be a list")
-        values = []
-        for content in contents:
-            value = content.get("value") if isinstance(content, dict) else content
-            if not isinstance(value, str):
-                raise ValueError(f"option {name!r} has a value that is not a string: {content!r}")
-            values.append(value.strip().replace("/", " | ").lower())
-        options[str(name).lower()] = tuple(values)
-    return options
-
-
-def _str_list(value: object, what: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return (value,)
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    raise ValueError(f"{what} must be a string or a list of strings")
-
-
-def _real_item(p: object, attr_map: Mapping[str, Any]) -> CatalogItem | None:
-    if not isinstance(p, dict):
-        raise ValueError(f"expected an object, got {type(p).__name__}")
-    asin = p.get("asin")
-    if not isinstance(asin, str):
-        raise ValueError("missing or non-string 'asin'")
-    if asin == "nan" or len(asin) > 10:
-        return None  # upstream skips these
-    name = p.get("name", p.get("Title"))
-    if not isinstance(name, str):
-        raise ValueError("missing or non-string 'name'")
-    query = p.get("query", "")
-    category = p.get("product_category", "")
-    if not isinstance(query, str) or not isinstance(category, str):
-        raise ValueError("'query' and 'product_category' must be strings")
-    description = p.get("full_description", p.get("Description", "")) or ""
-    if not isinstance(description, str):
-        raise ValueError("'full_description' must be a string")
-    bullets = _str_list(p.get("small_description", p.get("BulletPoints")), "'small_description'")
-
-    pricing_raw = p.get("pricing")
-    if isinstance(pricing_raw, list):
-        pricing = [float(x) for x in pricing_raw]
-    elif not pricing_raw:
-        pricing = []
-    elif isinstance(pricing_raw, str):
-        try:
-            pricing = _parse_pricing(pricing_raw)
-        except InvalidOperation as exc:
-            raise ValueError(f"unparsable pricing {pricing_raw!r}") from exc
-        if not pricing:
-            raise ValueError(f"unparsable pricing {pricing_raw!r}")
-    else:
-        raise ValueError(f"'pricing' must be a string, got {type(pricing_raw).__name__}")
-    if not pricing:
-        price_text, price, shown = "$100.0", UNPRICED_PRICE, ()
-    elif len(pricing) == 1:
-        price_text, price, shown = f"${pricing[0]}", pricing[0], (pricing[0],)
-    else:
-        a, b = pricing[:2]
-        price_text, shown = f"${a} to ${b}", (a, b)
-        price = a + (b - a) * stable_rng(b'rspo-webshop', _VERSION, "real-price", asin).random()  # upstream: uniform(a, b)
-
-    options = _real_options(p.get("customization_options", p.get("options")))
-
-    attrs_raw = p.get("Attributes", p.get("attributes"))
-    if attrs_raw is None and isinstance(attr_map.get(asin), dict):
-        attrs_raw = attr_map[asin].get("attributes")
-    attributes = tuple(a for a in _str_list(attrs_raw, "'Attributes'") if a != "DUMMY_ATTR")
-
-    reviews = []
-    for rv in p.get("Reviews") or p.get("reviews") or []:
-        if not isinstance(rv, dict):
-            raise ValueError("each review must be an object")
-        score = rv.get("score", rv.get("stars"))
-        body = rv.get("body", rv.get("review", ""))
-        try:
-            score = int(float(score))
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"review without a numeric score: {rv!r}") from exc
-        reviews.append(Review(score, str(body)))
-    rating_raw = p.get("Rating", p.get("average_rating"))
-    try:
-        rating = float(rating_raw) if rating_raw not in (None, "", "N.A.") else None
-    except (TypeError, ValueError):
-        rating = None
-
-    product = Product(asin=asin, name=name, query=query.lower().strip(), category=category,
-                      attributes=attributes, bullet_points=bullets, description=description)
-    top = p.get("category", "")
-    return CatalogItem(
-        product=product, options=_freeze_options(options), price_text=price_text, price=price,
-        price_range=shown, features=bullets, reviews=tuple(reviews), rating=rating,
-        category_top=top.lower() if isinstance(top, str) else "",
-    )
-
-
-def load_real_items(path: str | Path, attributes_path: str | Path | None = None
-                    ) -> list[CatalogItem]:
-    """Read upstream's ``items_shuffle*.json`` (a JSON array of scraped products).
-
-    Field handling follows upstream ``load_products``: records whose asin is ``'nan'`` or longer
-    than 10 characters, and repeated asins, are skipped; ``pricing`` "$a" → a, "$a - $b" → shown
-    "$a to $b" with hidden price a uniform draw in [a, b] seeded by the asin, missing → 100.0
-    (shown "$100.0"); option names are lower-cased and values stripped, lower-cased, '/' → ' | '.
-    Hidden attributes come from the record's ``Attributes``/``attributes`` or, if given, the
-    ``items_ins_v2*.json`` mapping at ``attributes_path`` (asin → {attributes: [...]}); none → ()
-    (the reward then uses upstream's ``DUMMY_ATTR``). Raises ``ValueError`` naming the file and
-    the record on malformed input.
-    """
-    path = Path(path)
-    try:
-        records = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON: {exc}") from exc
-    if not isinstance(records, list):
-        raise ValueError(f"{path}: expected a JSON array of products, got {type(records).__name__}")
-    attr_map: Mapping[str, Any] = {}
-    if attributes_path is not None:
-        try:
-            attr_map = json.loads(Path(attributes_path).read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{attributes_path}: not valid JSON: {exc}") from exc
-        if not isinstance(attr_map, dict):
-            raise ValueError(f"{attributes_path}: expected an object mapping asin to attributes")
-    items: list[CatalogItem] = []
-    seen: set[str] = set()
-    for n, record in enumerate(records):
-        try:
-            item = _real_item(record, attr_map)
-        except (ValueError, TypeError) as exc:
-            asin = record.get("asin") if isinstance(record, dict) else None
-            raise ValueError(f"{path}: bad product record #{n} (asin={asin!r}): {exc}") from exc
-        if item is None or item.asin in seen:
-            continue
-        seen.add(item.asin)
-        items.append(item)
-    return items

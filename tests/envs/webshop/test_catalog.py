@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rspo_gym.envs.webshop import catalog as catalog_mod
-from rspo_gym.envs.webshop.catalog import CATEGORY_TOPS, Catalog, CatalogItem, load_real_items
+from rspo_gym.envs.webshop.catalog import CATEGORY_TOPS, Catalog, CatalogItem
 from rspo_gym.envs.webshop.model import Goal
 from rspo_gym.envs.webshop.reward import LexiconNouns, score, type_reward
 from rspo_gym.envs.webshop.search import search_text
@@ -253,78 +253,6 @@ def test_item_index_validation():
     with pytest.raises(TypeError):
         c.index_of(3)
     assert len(c) == 5 and len(list(c)) == 5 and "seed=0" in repr(c)
-
-
-# ----------------------------------------------------------------------------- real items
-
-REAL = [
-    {"asin": "B09Q9561S6", "name": "Yoga Pants for Women", "query": " Women's Yoga Pants ",
-     "product_category": "Clothing, Shoes & Jewelry \u203a Women \u203a Clothing",
-     "category": "fashion", "full_description": "Soft pants.", "small_description": ["High waist"],
-     "pricing": "$10.99 - $15.99",
-     "customization_options": {"Color": [{"value": "Black/White ", "image": None},
-                                         {"value": "Navy Blue"}],
-                               "Size": [{"value": "Large"}, {"value": "X-Large"}],
-                               "Style": None},
-     "Attributes": ["butt lifting", "tummy control"],
-     "Reviews": [{"stars": 5, "review": "great"}, {"score": 3, "body": "ok"}],
-     "average_rating": 4.0},
-    {"asin": "B000SINGLE", "name": "Smoked Bacon", "query": "smoked bacon",
-     "product_category": "Grocery & Gourmet Food \u203a Meat", "category": "food",
-     "full_description": "", "small_description": "Thick cut", "pricing": "$12.90",
-     "customization_options": None},
-    {"asin": "B000NOPRIC", "name": "Mystery Box", "query": "box", "product_category": "",
-     "full_description": "", "small_description": [], "pricing": "", "customization_options": {}},
-    {"asin": "nan", "name": "skipped"},
-    {"asin": "B000SINGLE", "name": "duplicate, skipped"},
-]
-
-
-def test_load_real_items(tmp_path):
-    path = tmp_path / "items_shuffle_tiny.json"
-    path.write_text(json.dumps(REAL))
-    attrs = tmp_path / "items_ins_v2_tiny.json"
-    attrs.write_text(json.dumps({"B000SINGLE": {"attributes": ["thick cut", "hickory smoked"]}}))
-    items = load_real_items(path, attributes_path=attrs)
-    assert [it.asin for it in items] == ["B09Q9561S6", "B000SINGLE", "B000NOPRIC"]
-    yoga, bacon, box = items
-    assert yoga.price_text == "$10.99 to $15.99" and 10.99 <= yoga.price <= 15.99
-    assert load_real_items(path)[0].price == yoga.price  # seeded by asin
-    assert dict(yoga.options) == {"color": ("black | white", "navy blue"),
-                                  "size": ("large", "x-large")}
-    assert yoga.product.query == "women's yoga pants"
-    assert yoga.product.attributes == ("butt lifting", "tummy control")
-    assert [(r.score, r.body) for r in yoga.reviews] == [(5, "great"), (3, "ok")]
-    assert yoga.rating == 4.0 and yoga.category_top == "fashion"
-    assert bacon.price == 12.9 and bacon.price_text == "$12.9"  # upstream's f"${float}"
-    assert bacon.features == ("Thick cut",) and bacon.options == {}
-    assert bacon.product.attributes == ("thick cut", "hickory smoked")
-    assert box.price == 100.0 and box.price_text == "$100.0" and box.price_range == ()
-    assert box.search_document() == search_text("Mystery Box", "", [], {})
-
-
-@pytest.mark.parametrize("records, needle", [
-    ([{"asin": "B1", "name": "x", "pricing": "$abc"}], "#0"),
-    ([{"asin": "B1", "name": "x"}, {"name": "no asin"}], "#1"),
-    ([{"asin": "B1", "name": 3}], "name"),
-    ([{"asin": "B1", "name": "x", "customization_options": {"Size": "large"}}], "Size"),
-    ([{"asin": "B1", "name": "x", "pricing": 12}], "pricing"),
-    ([42], "#0"),
-    ({"not": "a list"}, "JSON array"),
-])
-def test_load_real_items_errors(tmp_path, records, needle):
-    path = tmp_path / "bad.json"
-    path.write_text(json.dumps(records))
-    with pytest.raises(ValueError, match="bad.json") as info:
-        load_real_items(path)
-    assert needle in str(info.value)
-
-
-def test_load_real_items_invalid_json(tmp_path):
-    path = tmp_path / "broken.json"
-    path.write_text("[{")
-    with pytest.raises(ValueError, match="broken.json"):
-        load_real_items(path)
 
 
 def test_module_exports():
