@@ -59,12 +59,12 @@ def _stub_imports() -> None:
     sys.modules.update(stubs)
 
 
-def _upstream_view(engine, goal_mod, data: Path, human_goals: bool) -> tuple[list, dict, list]:
-    engine.DEFAULT_ATTR_PATH = str(data / "items_ins_v2.json")
-    engine.HUMAN_ATTR_PATH = str(data / "items_human_ins.json")
+def _upstream_view(engine, goal_mod, data: Path, names: tuple[str, str, str], human_goals: bool
+                   ) -> tuple[list, dict, list]:
+    engine.DEFAULT_ATTR_PATH = str(data / names[1])
+    engine.HUMAN_ATTR_PATH = str(data / names[2])
     random.seed(233)  # upstream's baseline scripts seed before the env loads
-    products, _, prices, _ = engine.load_products(str(data / "items_shuffle.json"), num_products=None,
-                                                  human_goals=human_goals)
+    products, _, prices, _ = engine.load_products(str(data / names[0]), num_products=None, human_goals=human_goals)
     goals = goal_mod.get_goals(products, prices, human_goals=human_goals)
     random.seed(233)
     random.shuffle(goals)  # SimServer
@@ -76,12 +76,11 @@ def _upstream_view(engine, goal_mod, data: Path, human_goals: bool) -> tuple[lis
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("upstream", type=Path, help="extracted princeton-nlp/WebShop tree")
-    parser.add_argument("--num-products", type=int, default=40, help="export size (default: 40; not 1000, "
-                        "whose files have upstream's _1000 names)")
+    parser.add_argument("--num-products", type=int, default=40, help="export size (default: 40)")
     parser.add_argument("--out", type=Path, default=OUT, help=f"JSON to write (default: {OUT})")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(HERE.parents[2]))
-    from rspo_gym.envs.webshop.export import export_webshop
+    from rspo_gym.envs.webshop.export import export_names, export_webshop
 
     _stub_imports()
     sys.path.insert(0, str(args.upstream))
@@ -90,8 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
         export_webshop(data, args.num_products, 0)
-        products, prices, human = _upstream_view(engine, goal_mod, data, True)
-        _, _, synthetic = _upstream_view(engine, goal_mod, data, False)
+        names = export_names(args.num_products)
+        products, prices, human = _upstream_view(engine, goal_mod, data, names, True)
+        _, _, synthetic = _upstream_view(engine, goal_mod, data, names, False)
     record = {
         "recorded_with": "tests/envs/webshop/record_export_upstream.py (upstream princeton-nlp/WebShop "
                          "web_agent_site.engine, unchanged)",
