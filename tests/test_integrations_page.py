@@ -7,7 +7,10 @@ needs: ``runs``; ``needs MODULE ...`` (a peer library: skipped where it is not i
 Face cache: nothing here downloads); ``slow`` (left out of ``-m "not slow"``); or ``not run:
 REASON`` for lines that are not a program (the lines to paste into a peer's file), with the test
 that covers them instead. A block without a marker fails the first test, so a new block is never
-left untested by accident."""
+left untested by accident.
+
+A section whose blocks play an episode through the peer's own loop says so in ``PLAYED``: after
+its blocks ran, the episode they left behind must be over, its turns played."""
 
 from __future__ import annotations
 
@@ -58,6 +61,18 @@ class Snippet:
         return None
 
 
+#: per section, ``(done, turns)`` of each episode its blocks played, read from what they leave behind
+PLAYED = {
+    "TRL": lambda ns: [(r["done"], r["turns"]) for r in (episode.result() for episode in ns["rollout"].episodes)],
+    "SkyRL": lambda ns: [(ns["out"]["done"], ns["env"].episode.result()["turns"])],
+    "ART": lambda ns: [(True, ns["trajectory"].metrics["turns"])],  # a Trajectory comes back only at the end
+    "verifiers": lambda ns: [("episode_reward" in ns["player"].trace.rewards, ns["player"].trace.info.get("turns"))],
+}
+#: the turns each played episode may last: the blocks' turn limit (scripted replies never win; the
+#: TRL block's model may)
+TURNS = {"TRL": range(1, 5), "SkyRL": {3}, "ART": {3}, "verifiers": {3}}
+
+
 def snippets(markdown: str) -> list[Snippet]:
     """The page's Python blocks with their section (``## ...``) and marker."""
     found = []
@@ -86,6 +101,10 @@ def test_every_block_says_what_it_needs():
     assert not unmarked, f"python blocks without a <!-- snippet: ... --> marker: {unmarked}"
     for block in blocks:
         assert block.marker.startswith("not run: ") or block.words[0] == "runs", block.marker
+
+
+def test_played_sections_exist():
+    assert set(PLAYED) == set(TURNS) and set(PLAYED) <= set(sections())
 
 
 def test_markers_are_read():
@@ -128,3 +147,6 @@ def _run(section: str) -> None:
         ran += 1
     if not ran:
         pytest.skip("; ".join(filter(None, (b.skip_reason() for b in sections()[section]))))
+    if section in PLAYED:  # the peer's loop played whole episodes, not only wired them
+        played = PLAYED[section](namespace)
+        assert played and all(done and turns in TURNS[section] for done, turns in played), (section, played)

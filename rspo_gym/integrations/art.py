@@ -12,6 +12,11 @@ task id is the rollout's argument and lands in ``trajectory.metadata["task_id"]`
 ``group_size`` rollouts of one task. ``trajectory.reward`` is the episode's reward (verl-agent's
 10 × won by default); ``metrics`` has ``won``, ``task_score`` and ``turns``.
 
+``local_backend()`` is ART's ``LocalBackend`` once this machine can train with it: ART's own
+fails late on a CPU, inside ``model.register``, with ``No module named 'megatron'``; ours says
+first, in one line, that it needs a CUDA GPU and which of its packages are missing. Rollouts need
+no GPU: they run anywhere with a chat client (``client=``).
+
 ``history="append"`` (default) keeps one conversation: the first prompt, then one assistant reply
 and one user message (the new observation and the admissible actions) per turn.
 ``history="window"`` gives every turn its own prompt, our windowed verl-agent prompt, and stores
@@ -22,12 +27,16 @@ of the episode, as verl-agent's step rows.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+import importlib.util
+from typing import Any, Callable, Mapping, Sequence
 
 from rspo_gym.integrations.episode import Episode, EpisodeConfig
 from rspo_gym.rollout.prompts import parse_action
 
-__all__ = ["rollout", "groups"]
+__all__ = ["rollout", "groups", "local_backend", "local_training_missing"]
+
+#: the packages ART's LocalBackend imports to serve (vLLM) and train (Unsloth, Megatron) a model
+LOCAL_TRAINING_MODULES = ("megatron", "unsloth", "vllm")
 
 
 def _require_art() -> Any:
@@ -36,6 +45,31 @@ def _require_art() -> Any:
     except ImportError as error:
         raise ImportError("rspo_gym.integrations.art needs ART: pip install openpipe-art") from error
     return art
+
+
+def local_training_missing(cuda: bool, installed: Callable[[str], bool]) -> list[str]:
+    """What this machine lacks for ART's LocalBackend: "a CUDA GPU" and/or its missing packages."""
+    return (["a CUDA GPU"] if not cuda else []) + [name for name in LOCAL_TRAINING_MODULES if not installed(name)]
+
+
+def local_backend(**kwargs: Any) -> Any:
+    """ART's ``LocalBackend(**kwargs)``, or a one-line ImportError naming what it lacks here."""
+    try:
+        import torch
+
+        cuda = torch.cuda.is_available()
+    except ImportError:
+        cuda = False
+    missing = local_training_missing(cuda, lambda name: importlib.util.find_spec(name) is not None)
+    if missing:
+        raise ImportError(
+            f"ART's LocalBackend trains on a CUDA GPU with vLLM, Unsloth and Megatron "
+            f"(pip install 'openpipe-art[backend,megatron]' on a CUDA machine); missing here: {', '.join(missing)}. "
+            f"rspo_gym.integrations.art's rollout and groups run without it, with any chat client (client=...)")
+    _require_art()
+    from art.local import LocalBackend
+
+    return LocalBackend(**kwargs)
 
 
 async def rollout(model: Any, task_id: int, *, env_id: str = "rspo/ALFWorld-v0", client: Any = None,
