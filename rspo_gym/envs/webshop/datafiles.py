@@ -6,7 +6,10 @@
   a file rewritten in place);
 - :func:`default_cache_dir`: ``$XDG_CACHE_HOME/rspo_gym/webshop`` (``~/.cache`` without it);
 - :func:`build_atomically`: build a cache entry in a temporary folder and rename it into place,
-  so an interrupted or failed build leaves nothing half-built.
+  so an interrupted or failed build leaves nothing half-built;
+- :class:`Packed`, :class:`PackWriter`: JSON values written one after another into one file and
+  read back by position, memory-mapped: a catalog of 1.18M products costs about its text, in pages
+  every process reading the cache shares, not Python's tens of objects per product.
 """
 
 from __future__ import annotations
@@ -15,14 +18,18 @@ import codecs
 import concurrent.futures
 import hashlib
 import json
+import mmap
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from array import array
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["build_atomically", "default_cache_dir", "file_digest", "iter_json_array"]
+import numpy as np
+
+__all__ = ["Packed", "PackWriter", "build_atomically", "default_cache_dir", "file_digest", "iter_json_array"]
 
 _CHUNK = 1 << 20
 _SEGMENT = 64 << 20
@@ -166,3 +173,62 @@ def build_atomically(final: Path, build: Callable[[Path], None]) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return final
+
+
+class PackWriter:
+    """Appends JSON values to ``<path>.json`` and their end offsets, for :meth:`Packed.open`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._f = open(path.with_suffix(".json"), "wb")
+        self._ends = array("Q")
+        self._pos = 0
+
+    def add(self, value: Any) -> None:
+        data = json.dumps(value, separators=(",", ":")).encode()  # ASCII: lone surrogates survive
+        self._f.write(data)
+        self._pos += len(data)
+        self._ends.append(self._pos)
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    def close(self) -> None:
+        """Write the offsets; the pack can then be opened."""
+        self._f.close()
+        np.save(self.path.with_suffix(".ends.npy"), np.frombuffer(self._ends, dtype=np.uint64) if self._ends
+                else np.zeros(0, np.uint64))
+
+
+class Packed(Sequence[Any]):
+    """The values a :class:`PackWriter` wrote, each decoded when indexed (memory-mapped)."""
+
+    def __init__(self, data: Any, ends: np.ndarray) -> None:
+        self._data = data
+        self._ends = ends
+
+    @classmethod
+    def open(cls, path: Path) -> Packed:
+        """The pack at ``path``; ``ValueError`` if its files disagree (a damaged cache)."""
+        ends = np.load(path.with_suffix(".ends.npy"), mmap_mode="r")
+        size = os.path.getsize(path.with_suffix(".json"))
+        if (int(ends[-1]) if len(ends) else 0) != size:
+            raise ValueError(f"{path}: offsets and data disagree")
+        if size == 0:
+            return cls(b"", ends)
+        with open(path.with_suffix(".json"), "rb") as f:
+            return cls(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), ends)
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    def __getitem__(self, i: int) -> Any:  # type: ignore[override]
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"index {i} out of range [0, {len(self)})")
+        i %= len(self)
+        start = int(self._ends[i - 1]) if i else 0
+        return json.loads(self._data[start:int(self._ends[i])])
+
+    def close(self) -> None:
+        if isinstance(self._data, mmap.mmap):
+            self._data.close()

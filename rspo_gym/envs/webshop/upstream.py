@@ -34,11 +34,11 @@ import functools
 import hashlib
 import itertools
 import json
-import pickle
 import random
 import re
 import shutil
 import threading
+from array import array
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -47,10 +47,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple, overload
 
+import numpy as np
+
 from rspo_gym.errors import UserError
 
 from .catalog import CatalogItem
-from .datafiles import build_atomically, default_cache_dir, file_digest, iter_json_array
+from .datafiles import Packed, PackWriter, build_atomically, default_cache_dir, file_digest, iter_json_array
 from .goals import PRICE_RANGE, NO_PRICE_UPPER, split_range
 from .model import Goal, Product
 from .reward import DUMMY_ATTR
@@ -68,10 +70,9 @@ SPLIT_SEED = 233
 #: Upstream's price tag and hidden price of a product without pricing.
 _UNPRICED_TAG, _UNPRICED = "$100.0", 100.0
 #: Bumped whenever what is cached changes, so an old cache entry is never read.
-_FORMAT = 2
+_FORMAT = 3
 _ASIN_LIMIT = 10
 _CACHE_ITEMS = 1024
-_PICKLE_CHUNK = 50_000
 
 
 @dataclass(frozen=True)
@@ -192,32 +193,33 @@ class _AttributesError(ValueError):
     """A bad ``items_ins_v2`` entry (named by that file, not the product file)."""
 
 
-def _item(record: _Record, price: float) -> CatalogItem:
+def _item(record: list, price: float) -> CatalogItem:
     asin, name, query, top, category, description, bullets, options, tag, pricing, hidden = record
     product = Product(asin=asin, name=name, query=query, category=category, attributes=hidden,
                       bullet_points=bullets, description=description)
     return CatalogItem(
-        product=product, options=MappingProxyType(dict(options)), price_text=tag, price=price,
-        price_range=() if tag == _UNPRICED_TAG else pricing, features=bullets, reviews=(),
-        rating=None, category_top=top)
+        product=product, options=MappingProxyType({name: tuple(values) for name, values in options}),
+        price_text=tag, price=price, price_range=() if tag == _UNPRICED_TAG else tuple(pricing),
+        features=tuple(bullets), reviews=(), rating=None, category_top=top)
 
 
 class UpstreamCatalog:
     """The products of upstream's data, in file order, as the env reads a catalog.
 
-    ``item(i)`` is a :class:`~.catalog.CatalogItem` (built from a compact record, with a small LRU
-    cache); ``search_index`` is the BM25 index of upstream's document text, built once with the
-    catalog (``load_upstream``). Reviews are empty and the rating ``N.A.``, as upstream's loader
-    leaves them.
+    ``item(i)`` is a :class:`~.catalog.CatalogItem`, decoded from the cache's memory-mapped
+    records when asked (a small LRU cache keeps recent ones), so the catalog holds almost nothing
+    in memory and processes reading one cache share its pages; ``search_index`` is the BM25
+    index of upstream's document text. Reviews are empty and the rating ``N.A.``, as upstream's
+    loader leaves them.
     """
 
-    def __init__(self, records: Sequence[_Record], prices: Sequence[float], files: UpstreamFiles,
-                 search_index: SearchIndex | None = None) -> None:
+    def __init__(self, records: Packed, prices: np.ndarray, files: UpstreamFiles, search_index: SearchIndex,
+                 asins_path: Path) -> None:
         self._records = records
         self._prices = prices
         self.files = files
         self.search_index = search_index
-        self._asins = {r[0]: i for i, r in enumerate(records)}
+        self._asins_path = asins_path
         self._cache: OrderedDict[int, CatalogItem] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -250,10 +252,15 @@ class UpstreamCatalog:
     __getitem__ = item
 
     def _make(self, i: int) -> CatalogItem:
-        return _item(self._records[i], self._prices[i])
+        return _item(self._records[i], float(self._prices[i]))
 
     def asin(self, i: int) -> str:
         return self._records[i][0]
+
+    @functools.cached_property
+    def _asins(self) -> dict[str, int]:
+        with open(self._asins_path, encoding="utf-8") as f:
+            return {asin: i for i, asin in enumerate(json.load(f))}
 
     def index_of(self, asin: str) -> int:
         """The index of the product with ``asin`` (exact, as upstream's asins are); ``KeyError``."""
@@ -264,24 +271,29 @@ class UpstreamCatalog:
 
     def price(self, i: int) -> float:
         """Product ``i``'s hidden price (upstream's ``product_prices``)."""
-        return self._prices[i]
+        return float(self._prices[i])
 
     def search_document(self, i: int) -> str:
         """Upstream's indexed text of product ``i`` (``convert_product_file_format.py``)."""
-        asin, name, _, _, _, description, bullets, options, *_ = self._records[i]
-        return search_text(name, description, bullets, dict(options))
+        return _document(self._records[i])
+
+
+def _document(record: list) -> str:
+    _, name, _, _, _, description, bullets, options, *_ = record
+    return search_text(name, description, bullets, dict(options))
 
 
 class UpstreamGoals(Sequence[Goal]):
-    """The goals in upstream's order (after its seed-233 shuffle), with its baseline splits:
-    ``test`` the first 500, ``valid`` the next 1,000, ``train`` the rest. ``weights`` are
-    upstream's sampling weights (1 for human goals); ``skipped`` counts the human instructions
-    dropped for having no attributes."""
+    """The goals in upstream's order (after its seed-233 shuffle), decoded from the cache when
+    indexed, with upstream's baseline splits: ``test`` the first 500, ``valid`` the next 1,000,
+    ``train`` the rest. ``weights`` are upstream's sampling weights (1 for human goals);
+    ``skipped`` counts the human instructions dropped for having no attributes."""
 
-    def __init__(self, goals: Sequence[Goal], weights: Sequence[float], skipped: int = 0) -> None:
-        self._goals = tuple(goals)
-        self.weights = tuple(weights)
+    def __init__(self, goals: Packed, weights: np.ndarray, skipped: int, catalog: UpstreamCatalog) -> None:
+        self._goals = goals
+        self.weights = weights
         self.skipped = skipped
+        self._catalog = catalog
 
     def __len__(self) -> int:
         return len(self._goals)
@@ -289,14 +301,20 @@ class UpstreamGoals(Sequence[Goal]):
     @overload
     def __getitem__(self, g: int) -> Goal: ...
     @overload
-    def __getitem__(self, g: slice) -> Sequence[Goal]: ...
+    def __getitem__(self, g: slice) -> list[Goal]: ...
 
-    def __getitem__(self, g: int | slice) -> Goal | Sequence[Goal]:
-        return self._goals[g]
+    def __getitem__(self, g: int | slice) -> Goal | list[Goal]:
+        if isinstance(g, slice):
+            return [self[i] for i in range(*g.indices(len(self)))]
+        product, attributes, options, price_upper, text = self._goals[g]
+        asin, name, query, _, category, *_ = self._catalog._records[product]
+        return Goal(name=name, query=query, category=category, attributes=attributes,
+                    options=[tuple(o) if isinstance(o, list) else o for o in options],
+                    price_upper=price_upper, instruction_text=text, asin=asin)
 
     def split(self, name: str) -> range:
         """Goal indices of split ``name`` (``test``, ``valid`` or ``train``)."""
-        return split_range(name, len(self._goals))
+        return split_range(name, len(self))
 
     def __repr__(self) -> str:
         return f"UpstreamGoals({len(self)} goals)"
@@ -321,12 +339,12 @@ def _price_upper(rng: random.Random, price: float) -> tuple[float, str]:
     return upper, f", and price lower than {upper:.2f} dollars"
 
 
-def _human_goals(records: Sequence[_Record], prices: Sequence[float], human: Mapping[str, Any],
-                 path: Path, rng: random.Random) -> tuple[list[Goal], list[float], int]:
-    goals: list[Goal] = []
+def _human_goals(records: Packed, asins: Sequence[str], prices: Sequence[float], human: Mapping[str, Any],
+                 path: Path, rng: random.Random, out: PackWriter) -> tuple[list[float], int]:
+    """Upstream's ``get_human_goals``, each goal written to ``out`` as ``[product, attributes,
+    options, price_upper, instruction]``; returns the weights and the number skipped."""
     skipped = 0
-    for record, price in zip(records, prices):
-        asin = record[0]
+    for i, (asin, price) in enumerate(zip(asins, prices)):
         if asin not in human:
             continue
         entries = human[asin]
@@ -345,18 +363,17 @@ def _human_goals(records: Sequence[_Record], prices: Sequence[float], human: Map
             except ValueError as exc:
                 raise UserError(f"{path}: bad instruction #{k} of asin {asin!r}: {exc}") from None
             upper, clause = _price_upper(rng, price)
-            goals.append(Goal(name=record[1], query=record[2], category=record[4], attributes=attributes,
-                              options=options, price_upper=upper, instruction_text=text.strip(".") + clause,
-                              asin=asin))
-    return goals, [1.0] * len(goals), skipped
+            out.add([i, attributes, options, upper, text.strip(".") + clause])
+    return [1.0] * len(out), skipped
 
 
-def _synthetic_goals(records: Sequence[_Record], prices: Sequence[float], attributes: Mapping[str, Any],
-                     path: Path, rng: random.Random) -> tuple[list[Goal], list[float]]:
-    goals: list[Goal] = []
+def _synthetic_goals(records: Packed, asins: Sequence[str], prices: Sequence[float], attributes: Mapping[str, Any],
+                     path: Path, rng: random.Random, out: PackWriter) -> list[float]:
+    """Upstream's ``get_synthetic_goals`` (one goal per combination of option values), written to
+    ``out`` as :func:`_human_goals` writes them; returns the weights."""
+    wanted_of: list[tuple[str, ...]] = []
     counts: dict[str, int] = {}
-    for record, price in zip(records, prices):
-        asin = record[0]
+    for i, (asin, price) in enumerate(zip(asins, prices)):
         entry = attributes.get(asin)
         if entry is None:
             raise UserError(f"{path}: no record for asin {asin!r}; synthetic goals need one per product (upstream stops with a KeyError)")
@@ -372,19 +389,16 @@ def _synthetic_goals(records: Sequence[_Record], prices: Sequence[float], attrib
         except ValueError as exc:
             raise UserError(f"{path}: bad record for asin {asin!r}: {exc}") from None
         upper, clause = _price_upper(rng, price)
-        options = dict(record[7])
+        options = dict(records[i][7])
         names = sorted(options)
         for combination in itertools.product(*(options[n] for n in names)):
-            picked = tuple(zip(names, combination))
+            picked = list(zip(names, combination))
             option_text = ", and ".join(f"{k}: {v}" for k, v in picked)
-            goals.append(Goal(name=record[1], query=record[2], category=record[4], attributes=wanted,
-                              options=picked, price_upper=upper,
-                              instruction_text=f"{text}{' with ' + option_text if option_text else ''}{clause}",
-                              asin=asin))
+            out.add([i, wanted, picked, upper, f"{text}{' with ' + option_text if option_text else ''}{clause}"])
+            wanted_of.append(wanted)
             for a in wanted:
                 counts[a] = counts.get(a, 0) + 1
-    weights = [sum(1.0 / counts[a] for a in g.attributes) / len(g.attributes) for g in goals]
-    return goals, weights
+    return [sum(1.0 / counts[a] for a in w) / len(w) for w in wanted_of]
 
 
 # ----------------------------------------------------------------------------- loading
@@ -409,9 +423,13 @@ def _progress(total: int | None, desc: str, unit: str) -> Any:
     return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, disable=None, leave=False)
 
 
-def _read_products(files: UpstreamFiles, num_products: int | None, attributes: Mapping[str, Any]
-                   ) -> list[_Record]:
-    records: list[_Record] = []
+def _read_products(files: UpstreamFiles, num_products: int | None, attributes: Mapping[str, Any],
+                   rng: random.Random, out: PackWriter) -> tuple[list[str], array]:
+    """Stream the product file into ``out`` (upstream's ``load_products``), drawing each price
+    range's hidden price from ``rng`` as it comes (upstream's ``generate_product_prices`` draws
+    them in the same order); returns the asins and the hidden prices."""
+    asins: list[str] = []
+    prices = array("d")
     seen: set[str] = set()
     path = files.items
     with _progress(path.stat().st_size, f"reading {path.name}", "B") as bar:
@@ -430,76 +448,79 @@ def _read_products(files: UpstreamFiles, num_products: int | None, attributes: M
                 if record is None or record[0] in seen:
                     continue
                 seen.add(record[0])
-                records.append(record)
+                asins.append(record[0])
+                pricing = record[9]
+                prices.append(rng.uniform(*pricing[:2]) if len(pricing) > 1 else pricing[0])
+                out.add(record)
         except UserError:
             raise
         except ValueError as exc:
             raise UserError(str(exc)) from None
-    if not records:
+    if not asins:
         raise UserError(f"{path}: no usable product (every record was skipped, or the array is empty)")
-    return records
+    return asins, prices
 
 
-def _build(files: UpstreamFiles, num_products: int | None, human_goals: bool, out: Path) -> UpstreamData:
+def _build(files: UpstreamFiles, num_products: int | None, human_goals: bool, out: Path) -> None:
     """Read the files, draw prices and goals as upstream, index, and write it all into ``out``."""
     attributes = _load_json_object(files.attributes, "attributes")
     human = _load_json_object(files.human, "human instructions") if human_goals else {}
-    records = _read_products(files, num_products, attributes)
     rng = random.Random(SPLIT_SEED)  # the state upstream's baseline scripts start from
-    prices = [rng.uniform(*r[9][:2]) if len(r[9]) > 1 else r[9][0] for r in records]
-    if human_goals:
-        goals, weights, skipped = _human_goals(records, prices, human, files.human, rng)
-    else:
-        goals, weights = _synthetic_goals(records, prices, attributes, files.attributes, rng)
-        skipped = 0
-    del attributes, human
-    if not goals:
-        source = files.human if human_goals else files.attributes
-        raise UserError(f"{source}: no goal for the {len(records)} products of {files.items} (no instruction with attributes for any of their asins)")
-    order = list(range(len(goals)))
-    rng.seed(SPLIT_SEED)
-    rng.shuffle(order)  # the same permutation upstream's shuffle of the goal list makes
-    goals = [goals[i] for i in order]
-    weights = [weights[i] for i in order]
-    catalog = UpstreamCatalog(records, prices, files)
-    with _progress(len(records), "indexing products", "doc") as bar:
-        def docs() -> Iterator[str]:
-            for i in range(len(records)):
-                bar.update(1)
-                yield catalog.search_document(i)
+    writer = PackWriter(out / "records")
+    asins, prices = _read_products(files, num_products, attributes, rng, writer)
+    writer.close()
+    records = Packed.open(out / "records")
+    try:
+        drawn = PackWriter(out / "drawn")
+        if human_goals:
+            weights, skipped = _human_goals(records, asins, prices, human, files.human, rng, drawn)
+        else:
+            weights, skipped = _synthetic_goals(records, asins, prices, attributes, files.attributes, rng, drawn), 0
+        drawn.close()
+        del attributes, human
+        if not weights:
+            source = files.human if human_goals else files.attributes
+            raise UserError(f"{source}: no goal for the {len(asins)} products of {files.items} (no instruction with attributes for any of their asins)")
+        order = list(range(len(weights)))
+        rng.seed(SPLIT_SEED)
+        rng.shuffle(order)  # the same permutation upstream's shuffle of its goal list makes
+        unshuffled = Packed.open(out / "drawn")
+        try:
+            goals = PackWriter(out / "goals")
+            for g in order:
+                goals.add(unshuffled[g])
+            goals.close()
+        finally:
+            unshuffled.close()
+        for suffix in (".json", ".ends.npy"):
+            (out / "drawn").with_suffix(suffix).unlink()
+        np.save(out / "weights.npy", np.asarray(weights, dtype=np.float64)[order])
+        np.save(out / "prices.npy", np.frombuffer(prices, dtype=np.float64))
+        (out / "asins.json").write_text(json.dumps(asins), encoding="utf-8")
+        with _progress(len(asins), "indexing products", "doc") as bar:
+            def docs() -> Iterator[str]:
+                for record in records:
+                    bar.update(1)
+                    yield _document(record)
 
-        index = SearchIndex.build(docs(), doc_ids=(r[0] for r in records))
-    index.save(out / "index")
-    _dump(out / "data.pkl", {"skipped": skipped},
-          {"records": records, "prices": prices, "goals": goals, "weights": weights})
-    catalog.search_index = index
-    return UpstreamData(catalog, UpstreamGoals(goals, weights, skipped))
-
-
-def _dump(path: Path, header: dict[str, Any], lists: dict[str, list]) -> None:
-    """Pickle ``lists`` in chunks: one pickle of 1.18M records would hold a memo entry for every
-    string and tuple in it until the end, gigabytes the chunks free as they go."""
-    with open(path, "wb") as f:
-        pickle.dump({**header, "format": _FORMAT, "lengths": {k: len(v) for k, v in lists.items()}},
-                    f, protocol=pickle.HIGHEST_PROTOCOL)
-        for values in lists.values():
-            for start in range(0, len(values), _PICKLE_CHUNK):
-                pickle.dump(values[start:start + _PICKLE_CHUNK], f, protocol=pickle.HIGHEST_PROTOCOL)
+            SearchIndex.build(docs(), doc_ids=asins).save(out / "index")
+    finally:
+        records.close()
+    (out / "meta.json").write_text(json.dumps({"format": _FORMAT, "skipped": skipped}), encoding="utf-8")
 
 
 def _read_cache(entry: Path, files: UpstreamFiles) -> UpstreamData:
-    with open(entry / "data.pkl", "rb") as f:
-        header = pickle.load(f)
-        if not isinstance(header, dict) or header.get("format") != _FORMAT:
-            raise ValueError("another cache format")
-        data: dict[str, list] = {}
-        for name, length in header["lengths"].items():
-            values: list = []
-            while len(values) < length:
-                values.extend(pickle.load(f))
-            data[name] = values
-    catalog = UpstreamCatalog(data["records"], data["prices"], files, SearchIndex.load(entry / "index"))
-    return UpstreamData(catalog, UpstreamGoals(data["goals"], data["weights"], header["skipped"]))
+    meta = json.loads((entry / "meta.json").read_text(encoding="utf-8"))
+    if meta.get("format") != _FORMAT:
+        raise ValueError("another cache format")
+    records = Packed.open(entry / "records")
+    prices = np.load(entry / "prices.npy", mmap_mode="r")
+    weights = np.load(entry / "weights.npy", mmap_mode="r")
+    goals = Packed.open(entry / "goals")
+    if len(prices) != len(records) or len(weights) != len(goals):
+        raise ValueError(f"{entry}: inconsistent cache entry")
+    catalog = UpstreamCatalog(records, prices, files, SearchIndex.load(entry / "index"), entry / "asins.json")
+    return UpstreamData(catalog, UpstreamGoals(goals, weights, int(meta["skipped"]), catalog))
 
 
 def _cache_key(files: UpstreamFiles, num_products: int | None, human_goals: bool) -> str:
@@ -517,11 +538,10 @@ def _load(files: UpstreamFiles, stats: tuple, num_products: int | None, human_go
     if entry.is_dir():
         try:
             return _read_cache(entry, files)
-        except (OSError, ValueError, KeyError, TypeError, EOFError, pickle.UnpicklingError):
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
             shutil.rmtree(entry, ignore_errors=True)  # damaged or foreign: rebuilt below
-    built: list[UpstreamData] = []
-    build_atomically(entry, lambda out: built.append(_build(files, num_products, human_goals, out)))
-    return built[0]
+    build_atomically(entry, lambda out: _build(files, num_products, human_goals, out))
+    return _read_cache(entry, files)
 
 
 def load_upstream(data_dir: str | Path | UpstreamFiles, num_products: int | None = SMALL_SET,

@@ -83,3 +83,23 @@ def test_a_failed_build_leaves_nothing_and_a_finished_one_appears_whole(tmp_path
     assert [p.name for p in tmp_path.iterdir()] == ["entry"] and (tmp_path / "entry" / "done.bin").read_bytes() == b"y"
     build_atomically(tmp_path / "entry", lambda out: (out / "other.bin").write_bytes(b"z"))  # lost a race: the first stays
     assert [p.name for p in (tmp_path / "entry").iterdir()] == ["done.bin"] and len(list(tmp_path.iterdir())) == 1
+
+
+def test_a_pack_gives_back_what_was_written_by_position(tmp_path):
+    values = [["B01", "caf\u00e9 \ud800", [["size", ["s", "m"]]], 12.5, 1000000], {"a": None}, [], "x"]
+    writer = datafiles.PackWriter(tmp_path / "p")
+    for v in values:
+        writer.add(v)
+    writer.close()
+    pack = datafiles.Packed.open(tmp_path / "p")
+    assert len(pack) == 4 and list(pack) == values and pack[-1] == "x"
+    with pytest.raises(IndexError):
+        pack[4]
+    pack.close()
+    data = tmp_path / "p.json"
+    data.write_bytes(data.read_bytes()[:-1])
+    with pytest.raises(ValueError, match="disagree"):
+        datafiles.Packed.open(tmp_path / "p")
+    empty = datafiles.PackWriter(tmp_path / "e")
+    empty.close()
+    assert len(datafiles.Packed.open(tmp_path / "e")) == 0
