@@ -185,7 +185,10 @@ class PackWriter:
         self._pos = 0
 
     def add(self, value: Any) -> None:
-        data = json.dumps(value, separators=(",", ":")).encode()  # ASCII: lone surrogates survive
+        self.add_raw(json.dumps(value, separators=(",", ":")).encode())  # ASCII: lone surrogates survive
+
+    def add_raw(self, data: bytes) -> None:
+        """Append one value already encoded (:meth:`Packed.raw` of another pack)."""
         self._f.write(data)
         self._pos += len(data)
         self._ends.append(self._pos)
@@ -223,11 +226,15 @@ class Packed(Sequence[Any]):
         return len(self._ends)
 
     def __getitem__(self, i: int) -> Any:  # type: ignore[override]
+        return json.loads(self.raw(i))
+
+    def raw(self, i: int) -> bytes:
+        """Value ``i``'s JSON bytes."""
         if not -len(self) <= i < len(self):
             raise IndexError(f"index {i} out of range [0, {len(self)})")
         i %= len(self)
         start = int(self._ends[i - 1]) if i else 0
-        return json.loads(self._data[start:int(self._ends[i])])
+        return self._data[start:int(self._ends[i])]
 
     def close(self) -> None:
         if isinstance(self._data, mmap.mmap):

@@ -488,7 +488,7 @@ def _build(files: UpstreamFiles, num_products: int | None, human_goals: bool, ou
         try:
             goals = PackWriter(out / "goals")
             for g in order:
-                goals.add(unshuffled[g])
+                goals.add_raw(unshuffled.raw(g))
             goals.close()
         finally:
             unshuffled.close()
