@@ -465,6 +465,7 @@ def _eval_plan(args: argparse.Namespace) -> tuple[str, str, dict]:
     overrides.update(_with_flags(_config_overrides(args.set), flags, {"eval_temperature": "temperature", "eval_seed": "seed"}))
     if args.games is not None:
         overrides.update(_games_plan(args.games, env, overrides))
+        overrides["eval_task_ids"] = _config_overrides(args.set).get("eval_task_ids")  # a --set list names games of the folder
         if args.tasks is not None:
             if not 1 <= args.tasks <= overrides["eval_tasks"]:
                 raise UserError(f"--tasks must be from 1 to the {overrides['eval_tasks']} games under {args.games}, got {args.tasks}")

@@ -96,6 +96,10 @@ def test_eval_on_real_games_counts_each_game_under_its_own_type(six_games, tmp_p
     assert saved["task_ids"] == list(range(6)) and saved["overall"]["episodes"] == 6
     assert saved["metrics"]["eval/success"] == saved["overall"]["success_percent"] / 100
     assert sorted(p.name for p in tmp_path.iterdir()) == ["eval.json"]  # written whole: no temporary file left
+    # --set eval_task_ids names games of the folder (sorted by path: g5 is the Pick game)
+    assert main(["eval", "--model", "drrn", "--games", str(six_games), "--max-turns", "1", "--set", "progress=false",
+                 "--set", "eval_task_ids=[5, 5]"]) == 0
+    assert _table(capsys.readouterr().out)["games"] == ["2", "0", "0", "0", "0", "0", "2"]
 
 
 def test_eval_on_generated_tasks_prints_the_table_of_their_types(capsys):
