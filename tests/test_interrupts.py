@@ -144,8 +144,91 @@ def test_ctrl_c_before_the_first_checkpoint_says_a_command_that_then_runs(tmp_pa
         patch.setattr(Trainer, "save_checkpoint", interrupted)
         assert main(command) == 130
     assert (tmp_path / "run" / "config.json").is_file() and not (tmp_path / "run" / "checkpoint.pt").exists()
-    (line,) = capsys.readouterr().err.splitlines()
+    err = capsys.readouterr().err.splitlines()  # a note of the scorer's may come first
+    line = err[-1]
+    assert [x for x in err if "interrupted" in x] == [line], err
     assert line.startswith("rspo-gym train: interrupted; no checkpoint was written yet: ")
     advised = command + (["--overwrite"] if "--overwrite" in line else [])
     assert main(advised) == 0, capsys.readouterr().err  # was exit 2: "... holds a run (config.json, metrics.jsonl, ...)"
     assert (tmp_path / "run" / "checkpoint.pt").is_file()
+
+
+# ---------------------------------------------------------------- Ctrl-C at random moments of a run
+
+@pytest.mark.slow
+def test_ctrl_c_at_random_moments_of_an_rspo_run_then_its_advice_ends_with_the_uninterrupted_runs_files(tmp_path, capsys,
+                                                                                                         monkeypatch):
+    """Five seeded moments of a short RSPO run: a real SIGINT (a timer's, started as the run
+    writes its ``config.json``) into ``main()`` in this process, then the command its line says,
+    until the run ends. The folder then holds the uninterrupted run's rows, checkpoint shards,
+    ``policy/`` and curve, byte for byte, and nothing a writer left.
+    ``benchmarks/kill9_resumes.py`` does the same in fresh processes, 60 times, ``kill -9`` too."""
+    import random
+    import signal
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from kill9_resumes import ARGS, _advice, _files, _leftovers, _rows
+
+    from rspo_gym.cli import main
+    from rspo_gym.training import trainer
+
+    def command(out: Path) -> list[str]:
+        return [*ARGS[2:], "--iterations", "3", "--output-dir", str(out)]
+
+    armed: list[float] = []
+    save_config = trainer.save_config
+
+    def save_config_and_start_the_timer(*args, **kwargs):
+        save_config(*args, **kwargs)
+        if armed:
+            signal.setitimer(signal.ITIMER_REAL, armed.pop())
+
+    monkeypatch.setattr(trainer, "save_config", save_config_and_start_the_timer)
+
+    def interrupted_after(delay: float, argv: list[str]) -> int | None:
+        """``main(argv)``'s exit code, SIGINT coming ``delay`` seconds after config.json is written;
+        None when it came after main() returned (the run was done)."""
+        handler = signal.signal(signal.SIGALRM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
+        # Python's own SIGINT handler, as a terminal starts a command (one started in the background ignores SIGINT)
+        ctrl_c = signal.signal(signal.SIGINT, signal.default_int_handler)
+        armed[:], code = [delay], None
+        try:
+            code = main(argv)
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        except KeyboardInterrupt:  # the timer's one shot, after main() returned
+            assert code is not None
+            code = None
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, handler)
+            signal.signal(signal.SIGINT, ctrl_c)
+        return code
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the scorer's own count: main() leaves the thread state as it finds it
+    try:
+        reference, warm = tmp_path / "reference", tmp_path / "warm"
+        assert main(command(reference)) == 0 and main(command(warm)) == 0
+        expected_rows, expected_files = _rows(reference), _files(reference)
+        assert _rows(warm) == expected_rows and _files(warm) == expected_files  # runs in one process are the same run
+        span = (warm / "learning_curve.png").stat().st_mtime - (warm / "config.json").stat().st_mtime
+        capsys.readouterr()
+        draw, interrupted = random.Random(0), 0
+        for trial in range(5):
+            out = tmp_path / f"trial-{trial}"
+            code = interrupted_after(draw.uniform(0.0, span), command(out))
+            following = []
+            while code not in (0, None):
+                assert code == 130 and len(following) < 3, code
+                flags, line = _advice(capsys.readouterr().err)
+                assert flags is not None, line  # one line, no traceback
+                following.append(flags)
+                code = main(command(out) + flags)
+            assert _rows(out) == expected_rows and _files(out) == expected_files, (trial, following)
+            assert _leftovers(out) == [], trial
+            interrupted += bool(following)
+        assert interrupted >= 3  # the moments fall inside the run, but for a slow second
+    finally:
+        torch.set_num_threads(threads)
