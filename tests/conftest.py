@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# ART imports litellm, which would fetch a model price list from the network at import
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 ALFWORLD_DATA = SHARED_DATA / "alfworld"
