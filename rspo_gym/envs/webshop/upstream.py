@@ -21,6 +21,11 @@ process to the next. Here they are drawn as upstream's baseline scripts get them
 prices, then the price limits, in upstream's order, is re-seeded with 233 and shuffles the goals.
 The caller's global ``random`` is never touched.
 
+Storage: a cache entry (``upstream-<key>/``, the key a hash of the files' contents and the
+settings) holds the products and the goals as packed JSON records (``datafiles.Packed``), the
+hidden prices, the goal weights, the asins and the search index; loads memory-map them, so a
+loaded catalog is a few arrays and the processes of a run share one copy in the page cache.
+
 Deviations, each deliberate: records past ``num_products`` are not read (upstream parses the whole
 file first); ``items_human_ins.json`` is needed only for human goals (upstream opens it always);
 a product missing from ``items_ins_v2`` under synthetic goals, an instruction without attributes

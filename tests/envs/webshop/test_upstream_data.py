@@ -261,3 +261,15 @@ def test_env_arguments(data, cache):
     files = UpstreamFiles(data / "items_shuffle.json", data / "items_ins_v2_1000.json", data / "items_human_ins.json")
     env = gym.make("rspo/WebShop-v1", data_dir=files, cache_dir=cache, noun_extractor=fixture_nouns, split="test")
     assert env.reset(options={"task_id": 0})[1]["task"] == EXPECTED["human_all"]["goals"]["0"][1]
+
+
+def test_without_spacy_the_env_says_what_to_install_or_pass(data, cache, monkeypatch):
+    from rspo_gym.envs.webshop import reward
+
+    def missing():
+        raise ImportError("no spacy")
+
+    monkeypatch.setattr(reward, "_spacy_pipeline", missing)
+    with pytest.raises(ImportError, match="en_core_web_sm.*noun_extractor") as err:
+        gym.make("rspo/WebShop-v1", data_dir=data, cache_dir=cache)
+    assert "\n" not in str(err.value)
