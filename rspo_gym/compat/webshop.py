@@ -12,7 +12,9 @@ from beside it: ``items_human_ins.json`` and the ``items_ins_v2`` file of the sa
 ``items_shuffle.json``; for another name ``items_ins_v2_1000.json``, which upstream's
 ``DEFAULT_ATTR_PATH`` names whatever ``file_path`` is). ``num_products`` then keeps that many
 records (None: all, as upstream), and the goals are upstream's, in its order
-(``rspo_gym.envs.webshop.upstream``).
+(``rspo_gym.envs.webshop.upstream``). As upstream's text env, it plays the synthetic goals unless
+``human_goals=True`` is passed (upstream passes ``kwargs.get('human_goals')`` on, None when not
+given).
 
 Sessions: an integer ``k`` is upstream's goal index. Upstream numbers its shuffled goals test
 ``0..499``, then ``500..1499`` and the training goals after them, and our splits are cut in the same
@@ -24,9 +26,9 @@ would draw a random goal for ``"fixed_-1"`` too; here a ``"fixed_..."`` string t
 is refused.
 
 Only ``observation_mode="text"`` exists (the pages are rendered as text directly, no HTML);
-without ``file_path`` the goals are those of our synthetic catalog (``num_products`` products; upstream's ``None``, the full
-catalog, means our default of 1,000); ``human_goals`` picks the human-style instructions (True,
-upstream's default) or the synthetic ones.
+without ``file_path`` the goals are those of our synthetic catalog (``num_products`` products;
+upstream's ``None``, the full catalog, means our default of 1,000); ``human_goals`` picks the
+human-style instructions (True, the default without ``file_path``) or the synthetic ones.
 
 Tasks: ``rspo/WebShop-v1``'s, calibrated to the original's difficulty (the WebShop paper's rule
 baseline scores 46.9 / 8.4 % here, 45.6 / 9.6 % on the original), since code written for the
@@ -103,7 +105,7 @@ class WebAgentTextEnv(gym.Env):
         self,
         observation_mode: str = "text",
         num_products: int | None = None,
-        human_goals: bool = True,
+        human_goals: bool | None = None,
         *,
         catalog_seed: int = 0,
         seed: int | None = None,
@@ -124,6 +126,8 @@ class WebAgentTextEnv(gym.Env):
         self.observation_mode = observation_mode
         self.task_version = task_version
         self.catalog_seed = catalog_seed
+        if human_goals is None:  # upstream's text env passes kwargs.get('human_goals'): synthetic goals
+            human_goals = file_path is None  # our catalog's default stays the human-style tasks
         self.goal_style = "human" if human_goals else "synthetic"
         self._files: UpstreamFiles | None = None
         self._upstream_kwargs: dict[str, Any] = {}

@@ -212,7 +212,8 @@ def test_webshop_file_path_plays_upstreams_data(installed, tmp_path):
     from tests.envs.webshop.upstream_fixture import fixture_nouns, write_fixture
 
     data = write_fixture(tmp_path / "data")
-    kwargs = {"file_path": str(data / "items_shuffle_1000.json"), "cache_dir": tmp_path / "cache", "noun_extractor": fixture_nouns}
+    kwargs = {"file_path": str(data / "items_shuffle_1000.json"), "human_goals": True, "cache_dir": tmp_path / "cache",
+              "noun_extractor": fixture_nouns}
     env = WebAgentTextEnv(observation_mode="text", **kwargs)
     goals = load_upstream(data, cache_dir=tmp_path / "cache").goals
     assert list(env.server.goals) == list(goals)
@@ -225,3 +226,15 @@ def test_webshop_file_path_plays_upstreams_data(installed, tmp_path):
     assert made.reset(session=7)[0] == env.reset(session=7)[0]
     obs, reward, done, info = made.step("search[running shoes]")
     assert (reward, done, info) == (0.0, False, None) and "Total results" in obs
+
+
+def test_webshop_file_path_without_human_goals_plays_synthetic_goals_as_upstreams_text_env(tmp_path):
+    """Upstream's text env passes ``kwargs.get('human_goals')``, None unless given, so its loader
+    and ``get_goals`` make the synthetic goals."""
+    from rspo_gym.envs.webshop.upstream import load_upstream
+    from tests.envs.webshop.upstream_fixture import fixture_nouns, write_fixture
+
+    data = write_fixture(tmp_path / "data")
+    env = WebAgentTextEnv(observation_mode="text", file_path=str(data / "items_shuffle_1000.json"),
+                          cache_dir=tmp_path / "cache", noun_extractor=fixture_nouns)
+    assert list(env.server.goals) == list(load_upstream(data, human_goals=False, cache_dir=tmp_path / "cache").goals)
