@@ -351,6 +351,14 @@ def test_a_config_nested_deep_is_one_line(pair):
     refused(compare_cli(f"{pair}/r-*", "--out", str(pair / "report")), str(pair / "r-1" / "config.json"), "nested too deep")
 
 
+@pytest.mark.parametrize("value", [{}, [], ["RSPOConfig"]])
+def test_a_config_class_that_is_no_name_is_one_line(pair, value):
+    """A ``config_class`` that is a JSON object or list was a ``TypeError`` traceback (unhashable)."""
+    path = pair / "r-1" / "config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "config_class": value}))
+    refused(compare_cli(f"{pair}/r-*", "--out", str(pair / "report")), str(path), "unknown config_class")
+
+
 def test_compare_draws_the_trainers_episode_seeds(alfworld_runs):
     """compare's ``episode_seeds`` is the trainer's formula (it draws them without torch): the
     records training wrote are the seeds it expects."""

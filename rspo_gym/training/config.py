@@ -489,7 +489,8 @@ def load_config(path: str | Path) -> tuple[TrainerConfig, dict[str, Any]]:
         raise ValueError(f"cannot read {path}: it is nested too deep to read (not a config rspo-gym wrote)") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path} is not a trainer config: a JSON object was expected")
-    cls = classes.get(data.get("config_class", "TrainerConfig"))
+    name = data.get("config_class", "TrainerConfig")
+    cls = classes.get(name) if isinstance(name, str) else None  # an object or a list would be unhashable: a TypeError
     if cls is None:
         raise ValueError(f"{path}: unknown config_class {data['config_class']!r}; expected one of {sorted(classes)}")
     try:
