@@ -156,6 +156,7 @@ def test_a_damaged_game_file_is_one_line_before_the_model_loads(tmp_path, capsys
 def test_a_run_without_policy_yet_says_how_to_finish_it(tmp_path, capsys):
     """An interrupted run (checkpoint, metrics, no ``policy/``) was read as a model folder: the
     error was the tokenizer's, cut off at 'Couldn't instantiate the backend tokenizer from one of:'."""
+    pytest.importorskip("transformers")  # without the [llm] extra, eval says that first
     from rspo_gym.training.config import PPOConfig, save_config
 
     run = tmp_path / "run"
