@@ -170,3 +170,22 @@ def test_a_run_without_policy_yet_says_how_to_finish_it(tmp_path, capsys):
     for model in (run, run / "policy"):
         assert main(["eval", "--model", str(model)]) == 2
         assert capsys.readouterr().err == f"rspo-gym: error: {expected}\n"
+
+
+def test_an_env_that_needs_a_missing_package_is_one_line(tmp_path, monkeypatch, capsys):
+    """WebShop on upstream's data files (``env_kwargs={"data_dir": ...}``) scores purchases with
+    spaCy: without it the env refuses with an ImportError, which was a traceback."""
+    pytest.importorskip("transformers")
+    import rspo_gym.envs.webshop.reward as reward
+
+    assert main(["webshop", "export", str(tmp_path / "data"), "--num-products", "20"]) == 0
+
+    def no_spacy():
+        raise ImportError("No module named 'spacy'")
+
+    monkeypatch.setattr(reward, "_spacy_pipeline", no_spacy)
+    kwargs = json.dumps({"data_dir": str(tmp_path / "data"), "num_products": None})
+    assert main(["eval", "--env", "rspo/WebShop-v1", "--model", "drrn", "--set", f"env_kwargs={kwargs}"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot be made with env_kwargs" in err and "install spacy and its en_core_web_sm model" in err
+    assert len(err.strip().splitlines()) == 1

@@ -465,7 +465,7 @@ def check_env_settings(env_id: str, config: Any) -> None:
     def make(**extra: Any) -> Any:
         try:
             return gym.make(env_id, **{**kwargs, **extra})
-        except (TypeError, ValueError) as err:
+        except (TypeError, ValueError, ImportError) as err:  # ImportError: a kwarg that needs a package not installed
             first = (str(err).strip().splitlines() or [type(err).__name__])[0]
             raise UserError(f"{env_id} cannot be made with env_kwargs {kwargs}: {first}") from None
 
