@@ -9,6 +9,7 @@
   registered, the held-out split exists, task ids are in range and the env is a text env (they need
   the env, so the trainer calls them after the cheap env build, before the model load).
 - ``MAX_*`` / ``MIN_PROMPT_LENGTH``: the bounds of the sizes that allocate with their value.
+- ``float_fields`` / ``FLOAT64_FIELDS``: every float field must fit the dtype it is used in.
 
 Every error is a ``UserError`` (a ``ValueError``) whose one line names the field, what it must be
 and what came. The choice tuples repeat those of the modules that implement them (``losses``,
@@ -19,7 +20,9 @@ agree. This module imports nothing heavy, so the command line validates before l
 from __future__ import annotations
 
 import difflib
+import functools
 import math
+import struct
 from collections.abc import Callable, Iterable
 from dataclasses import fields
 from pathlib import Path
@@ -29,6 +32,7 @@ from rspo_gym.errors import UserError
 
 __all__ = [
     "CHOICES",
+    "FLOAT64_FIELDS",
     "RULES",
     "UnknownFieldError",
     "validate_config",
@@ -81,6 +85,15 @@ MAX_LORA_RANK = 4096
 #: Task ids and seeds are drawn in ``[0, 2**31)`` by the envs, and numpy / torch take 64-bit seeds.
 MAX_TASK_ID = 2**31
 MAX_SEED = 2**63 - 1
+#: Seconds a request may wait (``vllm_server_timeout``): sockets refuse a timeout past ``time_t``.
+MAX_TIMEOUT = 1e9
+#: Float fields used only as Python floats (float64), never in a tensor. Every other float field
+#: ends up in float32 (or bfloat16, of the same range) tensors, where a value past float32's range
+#: is inf and a nonzero one below its smallest is 0: both are refused where the config is made.
+FLOAT64_FIELDS = frozenset({"vllm_server_timeout", "kl_target"})
+#: float32's largest finite value and smallest positive (subnormal) one.
+FLOAT32_MAX = 3.4028234663852886e38
+FLOAT32_TINY = 1.401298464324817e-45
 #: The shortest prompt limit that holds any env's first prompt (instructions, task, admissible
 #: actions); a smaller one fails on the first turn, after the model has loaded.
 MIN_PROMPT_LENGTH = 64
@@ -95,7 +108,49 @@ def _is_int(value: Any) -> bool:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond float64 (JSON has no limit)
+        return False
+
+
+def _fits_float32(value: float) -> bool:
+    """Whether float32 holds ``value`` as a finite number that is 0 only when ``value`` is."""
+    try:
+        rounded = struct.unpack("<f", struct.pack("<f", value))[0]
+    except OverflowError:  # rounds to inf
+        return False
+    return rounded != 0 or value == 0
+
+
+_FLOAT32_WORDS = f"a float32 number (0 or from {FLOAT32_TINY:.2g} to {FLOAT32_MAX:g} in size)"
+
+
+@functools.cache
+def float_fields(config_class: type) -> tuple[tuple[str, bool], ...]:
+    """The fields of ``config_class`` whose annotation takes floats, each with whether it is a
+    mapping of floats (``dict[str, float]``), read from the annotations so a new field is covered."""
+    from typing import get_type_hints
+
+    found = []
+    for name, hint in get_type_hints(config_class).items():
+        if hint is float or "float" in str(hint):
+            found.append((name, str(hint).startswith("dict")))
+    return tuple(found)
+
+
+def _float32_problem(config: Any) -> tuple[str, str] | None:
+    """The first float field (outside ``FLOAT64_FIELDS``) whose value float32 cannot hold, with the words."""
+    for name, is_mapping in float_fields(type(config)):
+        value = getattr(config, name)
+        if name in FLOAT64_FIELDS or value is None:
+            continue
+        numbers = value.values() if is_mapping else [value]
+        if not all(_fits_float32(number) for number in numbers):
+            return name, _FLOAT32_WORDS + (" for each event" if is_mapping else "")
+    return None
 
 
 def _optional(rule: Rule) -> Rule:
@@ -218,7 +273,7 @@ RULES: dict[str, Rule] = {
     "recompute_old_logprobs": _optional(_bool),
     "vllm_server_url": _optional(_url),
     "vllm_server_model": _optional(_text),
-    "vllm_server_timeout": _number(0, low_open=True),
+    "vllm_server_timeout": _number(0, MAX_TIMEOUT, low_open=True),
     "vllm_weight_sync": _choice("vllm_weight_sync"),
     "vllm_weight_sync_host": _optional(_text),
     "vllm_weight_sync_port": _optional(_port),
@@ -334,6 +389,10 @@ def validate_config(config: Any) -> None:
         problem = RULES[f.name](value)
         if problem:
             raise UserError(f"{f.name} must be {problem}, got {value!r}")
+    overflow = _float32_problem(config)  # after the rules: every value is a finite number or None here
+    if overflow:
+        name, words = overflow
+        raise UserError(f"{name} must be {words}, got {getattr(config, name)!r}")
     _check_across_fields(config)
 
 
@@ -341,6 +400,9 @@ def _check_across_fields(config: Any) -> None:
     if config.num_groups * config.group_size > MAX_ENVS:
         raise UserError(f"num_groups x group_size must be at most {MAX_ENVS} envs per iteration, "
                         f"got {config.num_groups} x {config.group_size}")
+    if getattr(config, "swap", None) == "explorer" and config.num_groups * config.explorer_group_size > MAX_ENVS:
+        raise UserError(f"num_groups x explorer_group_size must be at most {MAX_ENVS} explorer envs per iteration, "
+                        f"got {config.num_groups} x {config.explorer_group_size}")
     if config.generation_backend in ("vllm", "vllm-server") and config.constrained:
         raise UserError(
             f"constrained decoding is HF-only: set constrained=False with generation_backend={config.generation_backend!r} "

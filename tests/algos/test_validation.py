@@ -103,3 +103,53 @@ def test_a_vllm_server_needs_its_url_and_free_replies():
         TrainerConfig(generation_backend="vllm-server", vllm_server_url="http://10.0.0.2:8000")
     config = TrainerConfig(generation_backend="vllm-server", vllm_server_url="http://10.0.0.2:8000", constrained=False)
     assert (config.vllm_weight_sync, config.vllm_server_timeout) == ("nccl", 600.0)
+
+
+def test_the_explorers_envs_are_bounded_as_the_learners():
+    # 10,000 tasks x 1,024 explorer members would be 10.24 M live envs, built after config.json is written.
+    with pytest.raises(UserError, match=r"^num_groups x explorer_group_size must be at most 65536 explorer envs per iteration, got 10000 x 1024$"):
+        RSPOConfig(num_groups=10_000, group_size=1, explorer_group_size=1024)
+    RSPOConfig(num_groups=64, group_size=1, explorer_group_size=1024)  # exactly 65,536
+    RSPOConfig(num_groups=10_000, group_size=1, explorer_group_size=1024, swap="rank")  # no explorer envs are built
+
+
+def _float_fields(cls):
+    """The fields whose annotation takes a float (``float``, ``float | None``, ``dict[str, float]``)."""
+    from typing import get_type_hints
+
+    return [name for name, hint in get_type_hints(cls).items() if "float" in str(hint) or hint is float]
+
+
+@pytest.mark.parametrize("name", sorted(_float_fields(RSPOConfig)))
+def test_every_float_field_must_fit_the_dtype_it_is_used_in(name):
+    # A cap of 1e39 passed, was written to config.json and then broke the first update as inf.
+    extra = {"swap": "rank"} if name == "tis_imp_ratio_cap" else {}
+    # kl_target is used as a Python float (float64): only a value beyond float64 overflows it.
+    value = {"process_weights": {"open": 1e39}, "vllm_server_timeout": 1e308, "kl_target": 10**400}.get(name, 1e39)
+    with pytest.raises(UserError) as refused:
+        RSPOConfig(**{name: value}, **extra)
+    assert str(refused.value).startswith(f"{name} must be ") and "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("name,value,expected", [
+    ("is_cap", 1e39, "is_cap must be a float32 number (0 or from 1.4e-45 to 3.40282e+38 in size), got 1e+39"),
+    ("clip", 1e308, "clip must be a float32 number (0 or from 1.4e-45 to 3.40282e+38 in size), got 1e+308"),
+    ("tis_imp_ratio_cap", 1e39, "tis_imp_ratio_cap must be a float32 number (0 or from 1.4e-45 to 3.40282e+38 in size), got 1e+39"),
+    ("success_reward", -1e39, "success_reward must be a float32 number (0 or from 1.4e-45 to 3.40282e+38 in size), got -1e+39"),
+    ("temperature", 1e-50, "temperature must be a float32 number (0 or from 1.4e-45 to 3.40282e+38 in size), got 1e-50"),
+    ("process_weights", {"open": 1e39}, "process_weights must be a float32 number (0 or from 1.4e-45 to 3.40282e+38 in size) "
+                                         "for each event, got {'open': 1e+39}"),
+    ("success_reward", 10**400, "success_reward must be a number, got 1" + "0" * 400),
+    ("vllm_server_timeout", 1e300, "vllm_server_timeout must be a number > 0 and <= 1e+09, got 1e+300"),
+])
+def test_a_float_that_overflows_is_refused_in_one_line(name, value, expected):
+    extra = {"swap": "rank"} if name == "tis_imp_ratio_cap" else {}
+    with pytest.raises(UserError) as refused:
+        RSPOConfig(**{name: value}, **extra)
+    assert str(refused.value) == expected
+
+
+def test_floats_within_float32_pass():
+    config = RSPOConfig(is_cap=3.4e38, clip=1e-45, success_reward=-3e38, eval_temperature=0.0, kl_target=1e300, swap="rank",
+                        tis_imp_ratio_cap=3e38, process_weights={"open": 1e-40})
+    assert (config.is_cap, config.kl_target) == (3.4e38, 1e300)
