@@ -28,6 +28,8 @@ of the episode, as verl-agent's step rows.
 from __future__ import annotations
 
 import importlib.util
+import inspect
+import sys
 from typing import Any, Callable, Mapping, Sequence
 
 from rspo_gym.integrations.episode import Episode, EpisodeConfig
@@ -39,11 +41,31 @@ __all__ = ["rollout", "groups", "local_backend", "local_training_missing"]
 LOCAL_TRAINING_MODULES = ("megatron", "unsloth", "vllm")
 
 
+def _keep_transformers_models_working() -> None:
+    """Undo ART's import-time patch of transformers where it does not fit the installed transformers.
+
+    ``import art`` replaces ``transformers.masking_utils._preprocess_mask_arguments`` with a wrapper
+    written for transformers 5.2 (ART's backend pin). Later releases call it with other arguments,
+    and every Hugging Face model's forward in the process then fails (``missing 1 required positional
+    argument: 'layer_idx'``): our policies and TRL's trainer included. The wrapper only reshapes 3-D
+    position ids (multimodal rope), which no rollout here needs; where it does fit, it stays."""
+    patches = sys.modules.get("art.transformers.patches")
+    if patches is None:
+        return
+    from transformers import masking_utils
+
+    original, patched = patches._preprocess_mask_arguments, patches._patched_preprocess_mask_arguments
+    if (masking_utils._preprocess_mask_arguments is patched
+            and list(inspect.signature(original).parameters) != list(inspect.signature(patched).parameters)):
+        masking_utils._preprocess_mask_arguments = original
+
+
 def _require_art() -> Any:
     try:
         import art
     except ImportError as error:
         raise ImportError("rspo_gym.integrations.art needs ART: pip install openpipe-art") from error
+    _keep_transformers_models_working()
     return art
 
 
@@ -70,6 +92,9 @@ def local_backend(**kwargs: Any) -> Any:
     from art.local import LocalBackend
 
     return LocalBackend(**kwargs)
+
+
+_keep_transformers_models_working()  # for a script that imported art before this module
 
 
 async def rollout(model: Any, task_id: int, *, env_id: str = "rspo/ALFWorld-v0", client: Any = None,

@@ -64,3 +64,14 @@ def test_groups_share_a_task_through_gather():
     assert len(result) == 1 and isinstance(result[0], art.TrajectoryGroup)
     assert [t.metadata["task_id"] for t in result[0].trajectories] == [2, 2, 2]
     assert [t.reward for t in result[0].trajectories] == [10.0] * 3
+
+
+def test_importing_art_leaves_transformers_models_working():
+    """``import art`` swaps transformers' mask helper for a wrapper written for transformers 5.2; with
+    a later transformers every model's forward in the process then failed (missing 'layer_idx')."""
+    import rspo_gym.integrations.art  # noqa: F401  (what a script using our rollouts imports)
+    from rspo_gym.policies.models import load_model
+
+    model, tokenizer = load_model("tiny", device="cpu")
+    logits = model(**tokenizer(["go to countertop 1"], return_tensors="pt")).logits
+    assert logits.shape[:2] == (1, len(tokenizer("go to countertop 1")["input_ids"]))
