@@ -28,10 +28,10 @@ EXTRAS = {
     "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=1.0"],
     # The web UI for people (``rspo-gym webshop serve``).
     "web": ["flask>=3"],
-    # Peer trainers (rspo_gym.integrations): each peer's own package. TRL and skyrl-gym install
-    # cleanly beside the torch pin and are in `all`; ART and verifiers pull in large client stacks
-    # (litellm, weave, mcp, ...), and OpenRLHF builds flash-attn and DeepSpeed (a CUDA machine):
-    # install those on their own.
+    # Peer trainers (rspo_gym.integrations): each peer's own package. TRL, skyrl-gym, ART and
+    # verifiers install beside the torch pin on a CPU and are in `all` (ART and verifiers need
+    # Python >= 3.11, and bring their client stacks: litellm, weave, mcp, ...; about 2 minutes and
+    # 0.5 GB more). OpenRLHF builds flash-attn and DeepSpeed (a CUDA machine): install it on its own.
     "trl": ["trl>=1.16", "datasets>=3"],
     "skyrl": ["skyrl-gym>=0.4"],
     "art": ["openpipe-art>=0.5"],
@@ -41,8 +41,9 @@ EXTRAS = {
     # from source (about 2 minutes, needs g++ and cmake).
     "textworld": ["textworld[pddl]==1.7.0", "alfworld==0.4.2"],
 }
-EXTRAS["all"] = sorted({req for name, reqs in EXTRAS.items()
-                        if name not in ("textworld", "vllm", "art", "verifiers", "openrlhf") for req in reqs})
+PY311_ONLY = ("art", "verifiers")
+EXTRAS["all"] = sorted({req + ("; python_version >= '3.11'" if name in PY311_ONLY else "") for name, reqs in EXTRAS.items()
+                        if name not in ("textworld", "vllm", "openrlhf") for req in reqs})
 
 setup(
     name="rspo-gym",
