@@ -13,11 +13,16 @@ the envs (``AlfworldEnv``, ``WebShopEnv``) and the ``ProcessReward`` wrapper; th
 ``load_policy``. They load on first use, so ``import rspo_gym`` stays light: environment users
 never import torch.
 
+Importing it also lets OpenMP's idle threads sleep rather than spin (``OMP_WAIT_POLICY=PASSIVE``
+unless set; ``cpu_settings.py``), which OpenMP reads when torch loads: import ``rspo_gym`` before
+torch for a script to run as well on a busy machine as the command line does.
+
 >>> from rspo_gym import ProcessReward, RSPOConfig
 >>> {"ProcessReward", "RSPOTrainer", "RSPOConfig"} <= set(dir(__import__("rspo_gym")))
 True
 """
 
+from rspo_gym.cpu_settings import prepare_process
 from rspo_gym.envs import register_envs
 
 __version__ = "0.1.0"
@@ -45,6 +50,7 @@ _LAZY = {
 
 __all__ = ["__version__", "register_envs", *_LAZY]
 
+prepare_process()
 register_envs()
 
 

@@ -39,6 +39,7 @@ import rspo_gym  # noqa: F401 - registers the environments
 from rspo_gym.training.runs import check_run_folder, lock_run_dir, unlock_run_dir
 from rspo_gym.training.validation import check_env_settings, check_generation_backend
 from rspo_gym.errors import UserError
+from rspo_gym.cpu_settings import variable_problems
 
 if TYPE_CHECKING:  # torch loads with the trainers, not with the command line
     from rspo_gym.training.trainer import Trainer
@@ -262,37 +263,29 @@ def _trainer(algo: str, env: str, model: str, overrides: dict):
     from rspo_gym import algos
 
     classes = {"grpo": algos.GRPOTrainer, "ppo": algos.PPOTrainer, "gigpo": algos.GiGPOTrainer, "rspo": algos.RSPOTrainer}
+    note = _scorer_kernels(model)
     try:
         trainer = classes[algo](env, model=model, config=config)
     except UserError:
         raise
     except (TypeError, ValueError) as err:  # e.g. an env that refuses its kwargs
         raise UserError(str(err).splitlines()[0] if str(err) else type(err).__name__) from err
-    _scorer_threads(trainer)
+    if note:
+        print(note, file=sys.stderr)
     return trainer
 
 
-def _passive_openmp() -> None:
-    """OpenMP threads that wait for work sleep instead of spinning, unless the user chose otherwise.
+def _scorer_kernels(model: str) -> str | None:
+    """A drrn model (by name, or a folder a drrn run saved) trains and plays on the code paths that
+    give the same floats on every x86-64 CPU with AVX2 (``cpu_settings.pin_scorer_kernels``), so
+    the numbers the docs print come out on Intel and AMD CPUs alike; the note where this process
+    ran torch before (tests, notebooks calling ``main``), else None. Other models keep the CPU's own."""
+    from rspo_gym.cpu_settings import pin_scorer_kernels
+    from rspo_gym.policies.action_scorer import ACTION_SCORER_MODELS, is_saved_action_scorer
 
-    Spinning pays off only when every thread has a core of its own: on a shared laptop or CI
-    machine torch's threads spin on cores that other processes need, while they wait for a thread
-    that has none (``benchmarks/thread_contention.py``: the drrn run cost 13x its idle CPU time at
-    load 3-9). The wait policy changes no result, only who gets the CPU; OpenMP reads it once, when
-    torch loads, so the command line sets it before anything imports torch.
-    """
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-
-def _scorer_threads(trainer: "Trainer") -> None:
-    """One torch thread for the drrn scorer, unless ``OMP_NUM_THREADS`` says otherwise: its
-    matrices are too small to share out, so more threads only wait on each other (docs/cli.md)."""
-    from rspo_gym.policies.action_scorer import ActionScorerPolicy
-
-    if "OMP_NUM_THREADS" not in os.environ and isinstance(trainer.policy, ActionScorerPolicy):
-        import torch
-
-        torch.set_num_threads(1)
+    if model in ACTION_SCORER_MODELS or is_saved_action_scorer(model) or is_saved_action_scorer(Path(model) / "policy"):
+        return pin_scorer_kernels()
+    return None
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -768,12 +761,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     SIGINT, as a shell reports it), not the traceback of wherever torch was."""
     from rspo_gym.atomic import DISK_FULL
 
-    _passive_openmp()
     args = build_parser().parse_args(argv)
-    # main() may run again in this process (tests, notebooks): the drrn scorer's thread count is its run's only
-    torch = sys.modules.get("torch")  # None where it is not loaded (or not importable)
-    threads = torch.get_num_threads() if torch is not None else None
     try:
+        problems = variable_problems() if args.command in ("quickstart", "train", "eval") else []  # the commands that run torch
+        if problems:
+            raise UserError("; ".join(problems))
         return args.run(args)
     except UserError as err:
         print(f"rspo-gym: error: {err}", file=sys.stderr)
@@ -793,11 +785,6 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"so the run's record is as the last complete write left it; free space (or raise ulimit -f) and --resume",
               file=sys.stderr)
         return 2
-    finally:
-        # only where a command changed it: torch.set_num_threads also re-sets MKL's and OpenMP's thread
-        # counts, which changes later float results in this process even at the same number
-        if threads is not None and torch.get_num_threads() != threads:
-            torch.set_num_threads(threads)
 
 
 if __name__ == "__main__":

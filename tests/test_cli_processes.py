@@ -14,15 +14,18 @@ import pytest
 _THREADS = """
 import json, os, sys
 from rspo_gym.cli import main
-code = main(sys.argv[1:])
+from rspo_gym.training.trainer import Trainer
 import torch
-print("THREADS " + json.dumps({"code": code, "threads": torch.get_num_threads(), "wait": os.environ.get("OMP_WAIT_POLICY")}))
+seen, schedule_lr = set(), Trainer.schedule_lr
+Trainer.schedule_lr = lambda self, *a: seen.add(torch.get_num_threads()) or schedule_lr(self, *a)
+code = main(sys.argv[1:])
+print("THREADS " + json.dumps({"code": code, "threads": sorted(seen), "wait": os.environ.get("OMP_WAIT_POLICY")}))
 """
 
 
 def _trainer_threads(tmp_path, name: str, env: dict[str, str], *args: str) -> dict:
     """``rspo-gym train`` with the drrn scorer, as the first thing in a fresh process: torch's
-    threads after it and the OpenMP wait policy it ran under."""
+    threads while it trained and the OpenMP wait policy it ran under."""
     environment = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
     command = [sys.executable, "-c", _THREADS, "train", "--algo", "rspo", "--base", "grpo", "--model", "drrn",
                "--iterations", "1", "--num-groups", "1", "--group-size", "2", "--eval-tasks", "1", "--max-turns", "3",
@@ -38,10 +41,10 @@ def test_the_scorer_trains_on_one_thread_that_waits_passively_unless_the_user_sa
     others) cost the drrn run 13x its CPU time; its matrices are too small to share out."""
     pytest.importorskip("torch")
     chosen = _trainer_threads(tmp_path, "chosen", {})
-    assert chosen == {"code": 0, "threads": 1, "wait": "PASSIVE"}
+    assert chosen == {"code": 0, "threads": [1], "wait": "PASSIVE"}
     if os.cpu_count() and os.cpu_count() > 1:
         told = _trainer_threads(tmp_path, "told", {"OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "ACTIVE"})
-        assert told == {"code": 0, "threads": 2, "wait": "ACTIVE"}
+        assert told == {"code": 0, "threads": [2], "wait": "ACTIVE"}
 
 
 def _as_a_terminal_starts_it() -> None:

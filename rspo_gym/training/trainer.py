@@ -29,6 +29,7 @@ import gc
 import json
 import os
 import time
+import warnings
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -42,6 +43,7 @@ from rspo_gym.training.checkpoints import (
     write_checkpoint,
 )
 from rspo_gym.atomic import atomic_write
+from rspo_gym.cpu_settings import one_thread, variable_problems
 from rspo_gym.training.config import TrainerConfig, save_config
 from rspo_gym.training.eval_records import evaluation_record, trim_evaluations, write_evaluation
 from rspo_gym.training.defaults import resolve_config, resolve_model
@@ -232,6 +234,8 @@ class Trainer:
         if unknown:
             raise unknown_fields_error(type(config), unknown)
         self.config = replace(config, **overrides)  # validated by the config (``validation.py``)
+        for problem in variable_problems():  # the command line refuses them; a script is told, and runs
+            warnings.warn(problem, RuntimeWarning, stacklevel=2)
         check_env_id(env)
         check_process_reward(env, self.config.process_reward, self.config.process_weights)
         check_report_to(self.config.report_to)  # the package it needs is installed
@@ -335,7 +339,7 @@ class Trainer:
             self.config.progress and self.dist.is_main, f"{self.algo} {self.env_id or ''}".strip(), total, self.iteration,
             time_budget_s, speaks=self.dist.is_main,
         )
-        with IterationGarbageCollection() as garbage, self._displaying(progress):
+        with IterationGarbageCollection() as garbage, self._displaying(progress), self._threads():
             for it in range(self.iteration, total):
                 garbage.iteration_starts()
                 start = time.perf_counter()
@@ -392,6 +396,14 @@ class Trainer:
         self._save_results()
         self.dist.barrier()
         return self.history
+
+    def _threads(self) -> contextlib.AbstractContextManager:
+        """The drrn scorer trains and plays on one torch thread unless the user chose a count
+        (``cpu_settings.one_thread``): its matrices are too small to share out, so a second thread
+        only waits, and spins on a core another process needs. An LLM keeps torch's threads."""
+        from rspo_gym.policies.action_scorer import ActionScorerPolicy
+
+        return one_thread() if isinstance(self.policy, ActionScorerPolicy) else contextlib.nullcontext()
 
     def schedule_lr(self, it: int, total: int) -> float:
         """Set every optimizer group's lr for iteration ``it`` of ``total`` (``lr_scheduler``);
@@ -886,7 +898,7 @@ class Trainer:
             reset = {"task_ids": [ids[i] for i in share]}
         config = self.collect_config(0, evaluation=True)
         seeds = [_seed(c.eval_seed, i, m) for i in share for m in range(venv.group_size)]
-        with self.dist.full_weights(self.policy), self._evaluation_display(venv.num_envs) as on_turn:
+        with self.dist.full_weights(self.policy), self._evaluation_display(venv.num_envs) as on_turn, self._threads():
             rollout = collect(self.policy, venv, config, **reset, row_seeds=seeds, on_turn=on_turn)
         self._last_eval_s = time.perf_counter() - started
         gathered = self.gathered(rollout)
