@@ -22,12 +22,22 @@ Sessions live in an app-owned store (random ids from :func:`secrets.token_urlsaf
 most ``max_sessions``, the least recently used evicted). Bad input (unknown session or step,
 missing, oversized or non-ASCII parameters, clicks the page does not offer) is a 4xx with a short
 message; an unexpected exception is logged and answered 500 (counted in ``store.errors``).
+
+Served by werkzeug (``app.run``, which ``rspo-gym webshop serve`` calls), every reply closes its
+connection (werkzeug sends ``Connection: close``). Two requests would otherwise hang a client:
+a body over the size limit, answered 413 unread, after which werkzeug reads the rest of it and
+waits for more (the app shuts its side once the reply is out, so the client sees the end at once,
+and gives the rest :data:`DRAIN_SECONDS` to arrive); and a bare HTTP/0.9 line (``GET /``), after
+which Python's ``http.server`` waits for headers that never come (:func:`request_handler` answers
+it 400).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
+import socket
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -46,7 +56,7 @@ from rspo_gym.envs.webshop.session import (
     Session,
 )
 
-__all__ = ["create_app", "SessionStore", "MAX_SESSIONS", "MAX_HISTORY"]
+__all__ = ["create_app", "SessionStore", "request_handler", "MAX_SESSIONS", "MAX_HISTORY", "DRAIN_SECONDS"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +66,8 @@ MAX_SESSIONS = 10_000
 MAX_HISTORY = 32
 #: longest accepted ``c`` parameter (clickables are ASINs, buttons and option values)
 MAX_CLICK_CHARS = 200
+#: seconds of silence after which the unread rest of a refused (413) body stops being drained
+DRAIN_SECONDS = 1.0
 _MAX_SID_CHARS = 64
 _MAX_NUMBER_CHARS = 9
 
@@ -341,7 +353,8 @@ def create_app(
                       lambda: (catalog.search_document(i) for i in range(len(catalog))),
                       doc_ids_factory=lambda: (catalog.asin(i) for i in range(len(catalog))))
 
-    app = flask.Flask(__name__)
+    app = _site_class(flask.Flask)(__name__)
+    app.wsgi_app = _closing_after_refusal(app.wsgi_app)
     app.config["MAX_CONTENT_LENGTH"] = 16 * 1024  # forms of a few short fields: no bodies worth reading
     store = SessionStore(max_sessions)
     app.extensions["rspo_webshop"] = store
@@ -468,3 +481,76 @@ def create_app(
         return html(error_template.render(code=500, message="internal error"), 500)
 
     return app
+
+
+def _site_class(flask_class: type) -> type:
+    """``flask.Flask`` whose ``run`` serves with :func:`request_handler`'s (unless told otherwise)."""
+
+    class Site(flask_class):
+        def run(self, *args: Any, **options: Any) -> None:
+            options.setdefault("request_handler", request_handler())
+            super().run(*args, **options)
+
+    return Site
+
+
+def _closing_after_refusal(wsgi_app: Callable) -> Callable:
+    """WSGI middleware: after a 413 reply (a body over the limit, left unread), shut the sending
+    side of the connection and bound the drain of the rest (:data:`DRAIN_SECONDS` of silence).
+    werkzeug reads an unread body to its end after replying, so that the client sees the reply
+    rather than a reset; a client that sent it all and waits for the end would wait for good."""
+
+    def app(environ: dict, start_response: Callable) -> Any:
+        status: list[str] = []
+
+        def start(code: str, headers: list, exc_info: Any = None) -> Any:
+            status.append(code)
+            return start_response(code, headers, exc_info)
+
+        body = wsgi_app(environ, start)
+        sock = environ.get("werkzeug.socket")
+        if not status or not status[-1].startswith("413") or sock is None:
+            return body
+        return _then_shut(body, sock)
+
+    return app
+
+
+def _then_shut(body: Any, sock: socket.socket) -> Any:
+    """``body``'s chunks; once the server has written the last one (it asks for the next), the
+    connection's sending side is shut and its reads time out after :data:`DRAIN_SECONDS`."""
+    sent = False
+    try:
+        for chunk in body:
+            sent = sent or bool(chunk)
+            yield chunk
+    finally:
+        if hasattr(body, "close"):
+            body.close()
+    if sent:  # with nothing sent, the server has yet to write the headers
+        try:
+            sock.settimeout(DRAIN_SECONDS)
+            sock.shutdown(socket.SHUT_WR)
+        except OSError:  # the client is gone already
+            pass
+
+
+@functools.cache
+def request_handler() -> type:
+    """werkzeug's request handler, answering a bare HTTP/0.9 request line 400 (made on first use:
+    werkzeug comes with Flask, the ``[web]`` extra)."""
+    from werkzeug.serving import WSGIRequestHandler
+
+    class RequestHandler(WSGIRequestHandler):
+        def parse_request(self) -> bool:
+            line = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
+            if len(line.split()) != 2:
+                return super().parse_request()
+            # "GET /": HTTP/0.9, whose request ends at its line; http.server would read headers
+            # until the client gives up, then answer with a body alone (0.9 has no status line)
+            self.command, self.request_version, self.requestline = None, "HTTP/1.0", line
+            self.close_connection = True
+            self.send_error(400, "HTTP/0.9 requests are not served: send an HTTP/1.x request")
+            return False
+
+    return RequestHandler

@@ -418,3 +418,56 @@ def test_site_serves_v1_and_names_it(client):
     assert "rspo/WebShop-v1" in page(client, start(client, 0))
     old = create_app(num_products=N, split="test", task_version=0).test_client()
     assert "rspo/WebShop-v0" in page(old, start(old, 0))
+
+
+@pytest.fixture()
+def served(app, monkeypatch):
+    """The app on a real socket, served with the request handler ``app.run`` (so ``rspo-gym webshop
+    serve``) gives werkzeug; returns the port."""
+    import werkzeug.serving
+
+    options = {}
+    monkeypatch.setattr(werkzeug.serving, "run_simple", lambda host, port, application, **given: options.update(given))
+    app.run(host="127.0.0.1", port=0)
+    server = werkzeug.serving.make_server("127.0.0.1", 0, app, threaded=True, request_handler=options.get("request_handler"))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_port
+    server.shutdown()
+    server.server_close()
+
+
+def _raw(port: int, data: bytes, wait: float = 5.0) -> tuple[bytes, float]:
+    """What the server sends back for ``data`` until it closes the connection, and the seconds that took."""
+    import socket
+    import time
+
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.settimeout(wait)
+        sock.sendall(data)
+        started, reply = time.perf_counter(), b""
+        try:
+            while chunk := sock.recv(65536):
+                reply += chunk
+        except TimeoutError:
+            pytest.fail(f"the connection stayed open {wait:g} s after {data[:40]!r}; got {reply[:60]!r}")
+        return reply, time.perf_counter() - started
+
+
+def test_an_oversized_body_gets_413_and_the_connection_closes(served):
+    head = (b"POST /new HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+            b"Content-Length: 100000\r\n\r\n")
+    reply, seconds = _raw(served, head + b"a" * 100_000)  # the whole body, then a wait for the answer
+    status, _, rest = reply.partition(b"\r\n")
+    assert status == b"HTTP/1.1 413 REQUEST ENTITY TOO LARGE" and rest.count(b"\r\nConnection: close\r\n") == 1
+    assert seconds < 2.0
+    reply, _ = _raw(served, head + b"a" * 1000)  # a body cut short
+    assert reply.startswith(b"HTTP/1.1 413 ")
+
+
+@pytest.mark.parametrize("line", [b"GET /\r\n", b"POST /new\r\n", b"GET /s/x/0\r\n"])
+def test_an_http_0_9_request_gets_400_and_the_connection_closes(served, line):
+    reply, seconds = _raw(served, line)  # no headers follow a 0.9 request line: nothing more comes
+    assert reply.startswith(b"HTTP/1.1 400 ") and b"HTTP/0.9" in reply and seconds < 2.0
+    reply, _ = _raw(served, b"GET / HTTP/1.0\r\n\r\n")  # the server still serves
+    assert reply.startswith(b"HTTP/1.1 200 OK")
