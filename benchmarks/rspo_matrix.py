@@ -29,7 +29,9 @@ pairs that point with the other arms' end (each cell records both step counts at
 
 Each cell runs in a fresh process (``--jobs`` at a time, one torch thread each) and is written to
 ``<out>/cells/<env>-<base>-<arm>-seed<k>.json`` when it finishes; a rerun skips finished cells, so
-an interrupted matrix resumes. The start of each seed (ALFWorld: a partial clone of the expert,
+an interrupted matrix resumes (a file that is not a whole record, cut off by a kill or a full disk,
+is run again; the report names it and leaves it out). Bad arguments (an ``--out`` that is a file,
+a seed or ``--set`` that a cell's config refuses) are one line and exit 2 before any job starts. The start of each seed (ALFWorld: a partial clone of the expert,
 cached in ``<out>/clones/``; WebShop: the untrained policy) is evaluated the same way
 (``<out>/starts/``). ``rspo_matrix_report.py`` turns the cells into intervals, paired differences,
 curves and ``summary.json``.
@@ -93,7 +95,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -562,6 +564,12 @@ PLANS = {
 
 def make_trainer(env_id: str, base: str, arm: Arm, seed: int, plan: EnvPlan, output_dir: str | None = None):
     """The trainer of one cell."""
+    cls, settings = trainer_settings(env_id, base, arm, seed, plan, output_dir)
+    return cls(env_id, **settings)
+
+
+def trainer_settings(env_id: str, base: str, arm: Arm, seed: int, plan: EnvPlan, output_dir: str | None = None) -> tuple[type, dict]:
+    """The trainer class of one cell and its keyword arguments (``model`` and config fields)."""
     from rspo_gym.algos import GiGPOTrainer, GRPOTrainer, PPOTrainer, RSPOTrainer
 
     process = arm.process(env_id, plan.helpful)
@@ -585,11 +593,26 @@ def make_trainer(env_id: str, base: str, arm: Arm, seed: int, plan: EnvPlan, out
                 groups, size = groups // 2, 2
             extra = {"explorer_group_size": max(1, size // 2), "explorer_sync_every": arm.sync, **dict(EARLIER_EXPLORER), **dict(arm.explorer),
                      **dict(plan.explorer)}
-        return RSPOTrainer(env_id, base=base, swap=swap, reward="outcome", num_groups=groups, group_size=size, **settings, **extra)
+        return RSPOTrainer, dict(base=base, swap=swap, reward="outcome", num_groups=groups, group_size=size, **settings, **extra)
     if arm.extra_samples:  # N + M: the explorer arms' M = N / 2 (PPO's: one more episode per pair of tasks)
         groups, size = (groups * 3 // 2, 1) if base == "ppo" else (groups, size + max(1, size // 2))
     cls = {"grpo": GRPOTrainer, "ppo": PPOTrainer, "gigpo": GiGPOTrainer}[base]
-    return cls(env_id, reward=arm.kind, num_groups=groups, group_size=size, **settings)
+    return cls, dict(reward=arm.kind, num_groups=groups, group_size=size, **settings)
+
+
+def check_cells(plan: Plan) -> None:
+    """Build the config of every cell of ``plan``, so a bad seed or ``--set`` fails here in one line
+    (``UserError``), not in every worker after the matrix started."""
+    from rspo_gym.training.validation import unknown_fields_error
+
+    for key, base, arm, seed in plan.todo():
+        cls, settings = trainer_settings(env_of(key), base, ARMS[arm], seed, plan.envs[key].for_base(base))
+        settings.pop("model")
+        config_class = cls.config_class
+        unknown = set(settings) - {f.name for f in fields(config_class)}
+        if unknown:
+            raise unknown_fields_error(config_class, unknown)
+        config_class(**settings)
 
 
 def start_policy(trainer, env_id: str, seed: int, plan: EnvPlan, cache: Path | None) -> None:
@@ -730,8 +753,33 @@ def start_record_path(out: Path, key: str) -> Path:
 
 
 def is_done(folder: Path) -> bool:
-    """A run-folder cell is finished once its ``cell.json`` is written (the last thing it writes)."""
-    return (folder / "cell.json").is_file()
+    """A run-folder cell is finished once its ``cell.json`` (the last thing it writes) is whole."""
+    return is_record(read_record(folder / "cell.json"), CELL_JSON_KEYS)
+
+
+#: What every record of a whole cell, start or run-folder ``cell.json`` holds: a file without them
+#: (cut off by a kill or a full disk, or not written here) is run again.
+CELL_KEYS = ("env", "base", "arm", "seed", "evals")
+START_KEYS = ("env", "seed", "evals")
+CELL_JSON_KEYS = ("seconds",)
+
+
+def read_record(path: Path) -> dict | None:
+    """The JSON object in ``path``; None when it is missing, unreadable, cut off or not an object."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def is_record(record: dict | None, keys: tuple[str, ...]) -> bool:
+    """Whether ``record`` is whole: it has ``keys``, and its ``evals`` (if any) is a list of
+    evaluations, each with its temperature."""
+    if record is None or not all(k in record for k in keys):
+        return False
+    evals = record.get("evals", [])
+    return isinstance(evals, list) and all(isinstance(e, dict) and "temperature" in e for e in evals)
 
 
 def measure_start(key: str, plan: Plan) -> dict:
@@ -832,16 +880,25 @@ def start_path(out: Path, key: str, seed: int) -> Path:
 
 def start_episode_counts(out: Path, key: str, seed: int) -> set[int]:
     """The episodes per task the seed's start has been measured at (none: not yet)."""
-    path = start_path(out, key, seed)
-    return {e.get("episodes", 1) for e in json.loads(path.read_text())["evals"]} if path.exists() else set()
+    record = read_record(start_path(out, key, seed))
+    return {e.get("episodes", 1) for e in record["evals"]} if is_record(record, START_KEYS) else set()
 
 
 def load_results(out: Path) -> tuple[list[dict], list[dict]]:
-    """Every finished cell and start under ``out``."""
-    def read(folder: str) -> list[dict]:
-        return [json.loads(p.read_text()) for p in sorted((out / folder).glob("*.json"))]
+    """Every finished cell and start under ``out``; a file that is not a whole record is named on
+    stderr in one line and left out (the matrix's next run runs it again)."""
+    def read(folder: str, keys: tuple[str, ...]) -> list[dict]:
+        records = []
+        for path in sorted((out / folder).glob("*.json")):
+            record = read_record(path)
+            if is_record(record, keys):
+                records.append(record)
+            else:
+                print(f"skipped {path}: not a whole record (cut off, or not written by rspo_matrix.py); rspo_matrix.py runs it again",
+                      file=sys.stderr)
+        return records
 
-    return read("cells"), read("starts")
+    return read("cells", CELL_KEYS), read("starts", START_KEYS)
 
 
 def parse_helpful(values: list[str]) -> dict[str, ProcessChoice]:
@@ -928,7 +985,7 @@ def run_folder_matrix(plan: Plan, out: Path, jobs: int) -> int:
     if stop_file.exists():
         stop_file.unlink()
         print(f"removed {stop_file}, left by the run it stopped", flush=True)
-    starts = [key for key in plan.envs if not start_record_path(out, key).exists()]
+    starts = [key for key in plan.envs if read_record(start_record_path(out, key)) is None]
     todo = [key for key in plan.todo() if not is_done(run_folder(out, *key))]
     print(f"{len(starts)} starts and {len(todo)} cells to run ({len(plan.todo())} in the plan) in {out}", flush=True)
 
@@ -950,19 +1007,30 @@ def run_folder_matrix(plan: Plan, out: Path, jobs: int) -> int:
     return 1 if failed else 0
 
 
+def _positive(text: str) -> int:
+    """argparse's type of a count: a positive integer."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", choices=sorted(PLANS), default="matrix")
     parser.add_argument("--out", type=Path, default=None, help="default: results/rspo_matrix/<preset>")
-    parser.add_argument("--jobs", type=int, default=1, help="cells trained at once (each in its own process, one thread)")
+    parser.add_argument("--jobs", type=_positive, default=1, help="cells trained at once (each in its own process, one thread)")
     parser.add_argument("--envs", nargs="+", default=None)
     parser.add_argument("--bases", nargs="+", default=None, choices=BASES)
     parser.add_argument("--arms", nargs="+", default=None, choices=sorted(ARMS))
     parser.add_argument("--seeds", nargs="+", type=int, default=None, help="these seeds instead of each entry's")
     parser.add_argument("--lr", type=float, default=None, help="learning rate of every cell (pilots)")
-    parser.add_argument("--steps", type=int, default=None, help="learner env steps per cell (pilots)")
+    parser.add_argument("--steps", type=_positive, default=None, help="learner env steps per cell (pilots)")
     parser.add_argument("--task-type", default=None, help="ALFWorld: train, clone and hold out on this task type only (pilots)")
-    parser.add_argument("--heldout-episodes", type=int, default=None, help="episodes per held-out task, averaged (pilots)")
+    parser.add_argument("--heldout-episodes", type=_positive, default=None, help="episodes per held-out task, averaged (pilots)")
     parser.add_argument("--validation", action="store_true",
                         help="measure on each env's validation split (ALFWorld valid_seen, WebShop valid) instead of the held-out "
                              "one: pilots choose settings there (use another --out)")
@@ -975,25 +1043,33 @@ def main(argv: list[str] | None = None) -> int:
                         help="the helpful arms' process reward on ENV (e.g. ALFWorld-v0=events:once; repeatable); "
                              "default HELPFUL. Use another --out when changing it: finished cells are not rerun")
     args = parser.parse_args(argv)
+    out = args.out or Path("results/rspo_matrix") / args.preset
+    if out.exists() and not out.is_dir():
+        parser.error(f"--out {out}: not a folder (an existing file)")
     try:
         plan = _select(PLANS[args.preset], args)
+        check_cells(plan)  # UserError is a ValueError
     except ValueError as error:
         parser.error(str(error))
-    out = args.out or Path("results/rspo_matrix") / args.preset
-    if any(p.run_folders for p in plan.envs.values()):
+    run_folders = any(p.run_folders for p in plan.envs.values())
+    try:
+        for folder in ("starts", "runs") if run_folders else ("cells", "starts", "clones"):
+            (out / folder).mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        parser.error(f"--out {out}: cannot make its folders ({error.strerror or error})")
+    if run_folders:
         return run_folder_matrix(plan, out, args.jobs)
-    for folder in ("cells", "starts", "clones"):
-        (out / folder).mkdir(parents=True, exist_ok=True)
     seeds = sorted({s for _, seeds, _ in plan.cells for s in seeds})
     measured = {(e, s): start_episode_counts(out, e, s) for e in plan.envs for s in seeds}
     starts = [(e, s, missing) for (e, s), have in measured.items()
               if (missing := tuple(k for k in plan.envs[e].episode_counts if k not in have))]
-    todo = [key for key in plan.todo() if not cell_path(out, *key).exists()]  # resumable
+    todo = [key for key in plan.todo() if not is_record(read_record(cell_path(out, *key)), CELL_KEYS)]  # resumable
     print(f"{len(starts)} starts and {len(todo)} cells to run ({len(plan.todo())} in the plan) in {out}", flush=True)
     def keep(key: tuple, result: dict, done: int, total: int) -> None:
         kind, key = key
-        if kind == "start" and start_path(out, *key).exists():  # measured before at other episode counts
-            result = {**result, "evals": json.loads(start_path(out, *key).read_text())["evals"] + result["evals"]}
+        before = read_record(start_path(out, *key)) if kind == "start" else None
+        if is_record(before, START_KEYS):  # measured before at other episode counts
+            result = {**result, "evals": before["evals"] + result["evals"]}
         write_json(start_path(out, *key) if kind == "start" else cell_path(out, *key), result)
         final = [e for e in result["evals"] if e["temperature"] == plan.curve_temperature][-1]
         print(f"[{done}/{total}] {kind} {' '.join(map(str, key))}: held-out success {final['success']:.3f} "

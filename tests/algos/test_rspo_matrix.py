@@ -464,3 +464,93 @@ def test_the_regimes_report_reads_auc_and_group_shares_and_skips_unpaired_compar
     assert [r for r in merged["rows"] if "regime" in r] == summary["rows"]
     assert [d for d in merged["differences"] if "regime" in d] == summary["differences"]
     assert [(r["arm"], r["mean"]) for r in merged["rows"] if "regime" not in r] == [("start", 0.0), ("outcome", 0.5)]
+
+
+# -- hostile input: cut-off files and bad arguments
+
+
+def _scheduled(m, monkeypatch, argv) -> list:
+    """The jobs ``main(argv)`` would run (none is run)."""
+    scheduled = []
+
+    def capture(jobs, workers, keep, stop=lambda: False):
+        scheduled.extend(key for key, _, _ in jobs)
+        return 0
+
+    monkeypatch.setattr(m, "run_fresh", capture)
+    assert m.main(argv) == 0
+    return scheduled
+
+
+def test_a_cut_off_cell_or_start_is_run_again_and_a_whole_one_is_kept(tmp_path, monkeypatch):
+    m = _module("rspo_matrix")
+    out = tmp_path / "results"
+    whole = _cell(m.ALFWORLD, "grpo", "outcome", 0, [1, 0], "outcome", None)
+    m.write_json(m.cell_path(out, m.ALFWORLD, "grpo", "outcome", 0), whole)
+    m.cell_path(out, m.ALFWORLD, "grpo", "outcome", 1).write_text(json.dumps(whole)[:100])  # killed while writing
+    m.cell_path(out, m.ALFWORLD, "grpo", "outcome", 2).write_text("{}")  # parses, but holds no cell
+    for seed in (0, 1, 2):
+        m.write_json(m.start_path(out, m.ALFWORLD, seed), {"env": m.ALFWORLD, "seed": seed, "evals": [
+            {"temperature": t, "episodes": k, "per_task": []} for k in (1, 4) for t in (1.0, 0.4)]})
+    m.start_path(out, m.ALFWORLD, 2).write_text('{"env": "rspo/ALF')
+    argv = ["--envs", m.ALFWORLD, "--bases", "grpo", "--arms", "outcome", "--seeds", "0", "1", "2", "--out", str(out)]
+    scheduled = _scheduled(m, monkeypatch, argv)
+    assert scheduled == [("start", (m.ALFWORLD, 2)), ("cell", (m.ALFWORLD, "grpo", "outcome", 1)), ("cell", (m.ALFWORLD, "grpo", "outcome", 2))]
+
+
+def test_a_run_folder_cell_with_a_cut_off_cell_json_is_not_done(tmp_path):
+    m = _module("rspo_matrix")
+    (tmp_path / "cell.json").write_text('{"env": "rspo/ALFWorld-v0", "seco')
+    assert not m.is_done(tmp_path)
+    (tmp_path / "cell.json").write_text(json.dumps({"env": m.ALFWORLD, "seed": 0, "seconds": 3.0}))
+    assert m.is_done(tmp_path)
+
+
+def test_the_report_names_a_cut_off_cell_in_one_line_and_reports_the_rest(tmp_path, capsys):
+    m = _module("rspo_matrix")
+    report = _module("rspo_matrix_report")
+    env = m.ALFWORLD
+    out = _results_folder(tmp_path, env, [0, 1], 2)
+    (out / "cells" / "outcome-0.json").write_text(json.dumps(_cell(env, "grpo", "outcome", 0, [1, 0], "outcome", None)))
+    (out / "cells" / "outcome-1.json").write_text(json.dumps(_cell(env, "grpo", "outcome", 1, [1, 1], "outcome", None))[:80])
+    plan = m.Plan({env: m.EnvPlan(100)}, (("grpo", (0, 1), ("outcome",)),))
+    _report_under(report, "matrix", plan, [str(out), "--out", str(tmp_path / "docs")])
+    err = capsys.readouterr().err
+    assert [line for line in err.splitlines() if "outcome-1.json" in line] == [
+        f"skipped {out / 'cells' / 'outcome-1.json'}: not a whole record (cut off, or not written by rspo_matrix.py); "
+        "rspo_matrix.py runs it again"]
+    rows = json.loads((tmp_path / "docs" / "summary.json").read_text())["rows"]
+    assert [r["seeds"] for r in rows if r["arm"] == "outcome"] == [1]
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--seeds", "-1"], "seed must be an integer from 0 to 9223372036854775807, got -1"),
+    (["--seeds", str(2**64)], f"seed must be an integer from 0 to 9223372036854775807, got {2**64}"),
+    (["--set", "learning_rate=abc"], "learning_rate must be a number > 0, got 'abc'"),
+    (["--set", "num_grups=3"], "unknown TrainerConfig field 'num_grups' (did you mean 'num_groups'?)"),
+    (["--lr", "1e39"], "learning_rate must be a float32 number"),
+    (["--jobs", "0"], "--jobs: must be a positive integer, got '0'"),
+    (["--steps", "-5"], "--steps: must be a positive integer, got '-5'"),
+])
+def test_bad_arguments_are_one_line_and_exit_2_before_any_job(tmp_path, monkeypatch, capsys, argv, message):
+    m = _module("rspo_matrix")
+    scheduled = []
+    monkeypatch.setattr(m, "run_fresh", lambda jobs, *args: scheduled.extend(jobs) or 0)
+    with pytest.raises(SystemExit) as error:
+        m.main(["--preset", "pilot", "--out", str(tmp_path / "new"), *argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert error.value.code == 2 and not scheduled and message in err[-1] and "Traceback" not in "".join(err)
+    assert not (tmp_path / "new").exists()  # nothing written either
+
+
+@pytest.mark.parametrize("preset", ["pilot", "llm-micro"])
+def test_an_out_that_is_a_file_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys, preset):
+    m = _module("rspo_matrix")
+    monkeypatch.setattr(m, "run_fresh", lambda *args: pytest.fail("no job may start"))
+    file = tmp_path / "passwd"
+    file.write_text("root:x:0:0\n")
+    with pytest.raises(SystemExit) as error:
+        m.main(["--preset", preset, "--out", str(file)])
+    assert error.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(f"--out {file}: not a folder (an existing file)")
+    assert file.read_text() == "root:x:0:0\n"

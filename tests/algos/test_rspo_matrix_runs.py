@@ -125,7 +125,7 @@ def test_a_stop_file_ends_the_run_between_cells_and_the_next_run_removes_it_and_
         folder = m.run_folder(out, env_key, base, arm, seed)
         (folder / "evaluations").mkdir(parents=True)
         (folder / "evaluations" / "000001.json").write_text(json.dumps({"success": [1.0]}))
-        (folder / "cell.json").write_text("{}")
+        (folder / "cell.json").write_text(json.dumps({"seconds": 0.0}))
         (out / m.STOP_FILE).touch()
         return {"seconds": 0.0}
 
