@@ -18,6 +18,9 @@ shape but numpy's empty placeholder, ``range``, which a list would expand), and 
 pickle of a ``torch.save`` file this way before ``torch.load`` does (``scan_pickle``: every name is
 a stand-in, nothing is called, the sizes are checked). What is left allocates no more than the
 bytes the file holds, times a small factor.
+
+``load_weights`` puts it together for a ``torch.save`` file of tensors and plain data (a cache of
+weights): checked, read weights-only, and any failure one line naming the file.
 """
 
 from __future__ import annotations
@@ -26,9 +29,11 @@ import importlib
 import io
 import pickle
 import zipfile
+from pathlib import Path
 from typing import Any, BinaryIO
 
-__all__ = ["ALLOWED", "SafeUnpickler", "allowed_classes", "refusal_reason", "is_refusal", "scan_pickle", "check_torch_file"]
+__all__ = ["ALLOWED", "SafeUnpickler", "allowed_classes", "refusal_reason", "is_refusal", "scan_pickle", "check_torch_file",
+           "load_weights"]
 
 #: ``(module, name)`` of every callable a checkpoint's pickle may name.
 ALLOWED: frozenset[tuple[str, str]] = frozenset({
@@ -222,3 +227,28 @@ def check_torch_file(file: str | BinaryIO) -> None:
                 scan_pickle(archive.read(info))
     if hasattr(file, "seek"):
         file.seek(0)
+
+
+def load_weights(path: str | Path) -> Any:
+    """What the ``torch.save`` file ``path`` holds, its tensors on the CPU, read as checkpoints are
+    (``check_torch_file``, then ``torch.load(weights_only=True)`` with ``allowed_classes``); else a
+    one-line ``UserError`` naming the file: refused (what it names; nothing in it was run) or
+    unreadable (missing, damaged, cut short), where torch's own errors run to a page."""
+    import torch
+
+    from rspo_gym.errors import UserError
+
+    try:
+        check_torch_file(str(path))
+        with torch.serialization.safe_globals(allowed_classes()):
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        if is_refusal(err):
+            raise UserError(f"{path} is refused: {refusal_reason(err)}; nothing in it was run") from None
+        raise UserError(f"{path} is unreadable ({_first_line(err)})") from None
+    except (OSError, RuntimeError, EOFError, ValueError, TypeError, AttributeError, RecursionError) as err:
+        raise UserError(f"{path} is unreadable ({_first_line(err)})") from None
+
+
+def _first_line(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0].rstrip(".")

@@ -18,6 +18,7 @@ episodes, a few epochs, so that the start wins some tasks and leaves room to lea
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,9 +26,11 @@ import gymnasium as gym
 import torch
 
 import rspo_gym  # noqa: F401  (registers the environments)
+from rspo_gym.errors import UserError
 from rspo_gym.policies.action_scorer import ActionScorerPolicy
 from rspo_gym.rollout.collector import constrained_choices
 from rspo_gym.rollout.prompts import PromptBuilder, parse_action, template_for
+from rspo_gym.safe_pickle import load_weights
 from rspo_gym.rollout.trajectory import StepRow, to_batch
 
 __all__ = ["expert_choices", "clone", "partial_clone"]
@@ -99,10 +102,14 @@ def partial_clone(policy: ActionScorerPolicy, env_id: str, episodes: int, epochs
     """Clone ``episodes`` expert episodes (reset seeds from ``expert_seed``, far from training
     draws; on ``task_ids`` in turn where given) into ``policy`` for ``epochs`` epochs, shuffled by
     ``seed``; with ``cache`` (a file), load it when it exists, else write it atomically (without
-    the value head, which a PPO policy has and another lacks)."""
+    the value head, which a PPO policy has and another lacks). A cache that cannot be loaded
+    (damaged, refused by the safe reader, another policy's) is named in one line on stderr and
+    made again: it is the same seeded clone, so a rebuild loses nothing but time."""
     if cache is not None and cache.exists():
-        policy.load_state_dict(torch.load(cache, weights_only=True))
-        return
+        problem = _load_cache(policy, cache)
+        if problem is None:
+            return
+        print(f"warning: the cached clone {cache} {problem}: cloning again", file=sys.stderr)
     rows = expert_choices(policy, env_id, episodes, history_length=history_length, seed=expert_seed, task_ids=task_ids)
     clone(policy, rows, epochs=epochs, learning_rate=3e-3, seed=seed)
     if cache is not None:
@@ -110,3 +117,22 @@ def partial_clone(policy: ActionScorerPolicy, env_id: str, episodes: int, epochs
         tmp = cache.with_suffix(f".{os.getpid()}.tmp")
         torch.save({k: v for k, v in policy.state_dict().items() if k != "value_head"}, tmp)
         os.replace(tmp, cache)
+
+
+def _load_cache(policy: ActionScorerPolicy, cache: Path) -> str | None:
+    """Load the cached clone into ``policy``; None when it loaded, else why not (a clause). The
+    cache is checked whole before anything is loaded, so a rejected one leaves ``policy`` as it was."""
+    try:
+        state = load_weights(cache)
+    except UserError as err:
+        return f"cannot be used ({str(err).removeprefix(f'{cache} ')})"
+    own = policy.model.state_dict()
+    model = state.get("model") if isinstance(state, dict) else None
+    if not isinstance(model, dict) or set(model) != set(own) or any(
+            not isinstance(model[k], torch.Tensor) or model[k].shape != own[k].shape for k in own):
+        return "does not fit this policy (other weights)"
+    commands, known = state.get("commands"), policy.commands.texts
+    if not isinstance(commands, list) or not all(isinstance(c, str) for c in commands) or commands[:len(known)] != known[:len(commands)]:
+        return "does not fit this policy (other command ids)"
+    policy.load_state_dict(state)
+    return None
