@@ -603,12 +603,17 @@ def trainer_settings(env_id: str, base: str, arm: Arm, seed: int, plan: EnvPlan,
 def check_cells(plan: Plan) -> None:
     """Build the config of every cell of ``plan``, so a bad seed or ``--set`` fails here in one line
     (``UserError``), not in every worker after the matrix started."""
+    from rspo_gym.training.presets import preset_overrides
     from rspo_gym.training.validation import unknown_fields_error
 
     for key, base, arm, seed in plan.todo():
-        cls, settings = trainer_settings(env_of(key), base, ARMS[arm], seed, plan.envs[key].for_base(base))
+        env_plan = replace(plan.envs[key].for_base(base), task_type=None)  # a task type's pool is a scan of seconds: ids are checked in the cell
+        cls, settings = trainer_settings(env_of(key), base, ARMS[arm], seed, env_plan)
         settings.pop("model")
         config_class = cls.config_class
+        preset = settings.pop("preset", None)
+        if preset is not None:  # as the trainer: the preset's fields under the cell's own
+            settings = {**preset_overrides(preset, env_of(key), config_class), **settings}
         unknown = set(settings) - {f.name for f in fields(config_class)}
         if unknown:
             raise unknown_fields_error(config_class, unknown)
