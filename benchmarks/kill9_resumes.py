@@ -189,6 +189,9 @@ def main() -> int:
     names = args.signals.split(",")
     if not names or any(n not in SIGNALS for n in names):
         parser.error(f"--signals: a comma-separated list of {', '.join(SIGNALS)}")
+    for flag in ("trials", "iterations", "jobs"):
+        if getattr(args, flag) < 1:
+            parser.error(f"--{flag} must be at least 1")
 
     draw = random.Random(args.seed)
     started = time.time()
