@@ -1012,6 +1012,12 @@ def run_folder_matrix(plan: Plan, out: Path, jobs: int) -> int:
     return 1 if failed else 0
 
 
+def _refuse(message: str) -> None:
+    """End the run before any job: ``message`` in one line on stderr, exit status 2 (argparse's)."""
+    print(f"rspo_matrix.py: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def _positive(text: str) -> int:
     """argparse's type of a count: a positive integer."""
     try:
@@ -1050,18 +1056,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = args.out or Path("results/rspo_matrix") / args.preset
     if out.exists() and not out.is_dir():
-        parser.error(f"--out {out}: not a folder (an existing file)")
+        _refuse(f"--out {out}: not a folder (an existing file)")
     try:
         plan = _select(PLANS[args.preset], args)
         check_cells(plan)  # UserError is a ValueError
     except ValueError as error:
-        parser.error(str(error))
+        _refuse(str(error))
     run_folders = any(p.run_folders for p in plan.envs.values())
     try:
         for folder in ("starts", "runs") if run_folders else ("cells", "starts", "clones"):
             (out / folder).mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        parser.error(f"--out {out}: cannot make its folders ({error.strerror or error})")
+        _refuse(f"--out {out}: cannot make its folders ({error.strerror or error})")
     if run_folders:
         return run_folder_matrix(plan, out, args.jobs)
     seeds = sorted({s for _, seeds, _ in plan.cells for s in seeds})
