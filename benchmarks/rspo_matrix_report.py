@@ -17,7 +17,8 @@ Writes ``summary.json`` (``rows`` and ``differences``, the headline), ``details.
 ``tables.md``, ``heldout_<env>.png`` (held-out curves with 95 % bands), ``forest_<env>.png`` and
 ``forest_auc_<env>.png`` (the headline's paired differences of the final success and of the area
 under its curve, one row per base and pair of arms, the 95 % interval as a bar and 0 marked) into
-``--out``.
+``--out``. A cell or start file that is not a whole record (cut off by a kill or a full disk) is
+named on stderr in one line and left out; ``rspo_matrix.py`` runs it again.
 
     python benchmarks/rspo_matrix_report.py results/rspo_matrix/matrix --out docs/results_fast
 
@@ -32,7 +33,8 @@ and, per arm, the mean over training iterations of the update's group outcomes:
 ``all_fail_share`` and, for explorer arms, ``explorer_win_share`` and ``explorer_rescued_share``
 (a bootstrap over seeds). A helpful reward paid once per event reads ``<name>:once`` in
 ``process_reward``. ``--merge-summary`` merges into an existing ``summary.json``: the rows and
-differences of the run's kind (with ``regime`` or without) are replaced, the others kept:
+differences of the run's kind (with ``regime`` or without) are replaced, the others kept (an
+existing file that is not such a summary stops the report in one line, exit 2, and is left as it was):
 
     python benchmarks/rspo_matrix_report.py results/rspo_matrix/regimes --preset regimes --out docs/results_fast --merge-summary
 """
@@ -428,9 +430,26 @@ def merged(path: Path, rows: list[dict], diffs: list[dict], kind: str) -> dict:
     """``summary.json`` at ``path`` with this report's ``kind`` of rows and differences
     (``summary_kind``: the matrix's, the regimes study's or the explorer study's) replaced by
     ``rows`` and ``diffs``; the other kinds kept."""
-    old = json.loads(path.read_text()) if path.exists() else {"rows": [], "differences": []}
+    old = read_summary(path)
     kept = {k: [i for i in old.get(k, []) if summary_kind(i) != kind] for k in ("rows", "differences")}
     return {"rows": kept["rows"] + rows, "differences": kept["differences"] + diffs}
+
+
+def read_summary(path: Path) -> dict:
+    """The ``summary.json`` at ``path`` to merge into (none yet: empty); a file that is not one
+    (cut off, or not rows and differences) is a ``ValueError`` saying so in one line, so that it is
+    neither overwritten nor half-merged."""
+    if not path.exists():
+        return {"rows": [], "differences": []}
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        old = None
+    if not (isinstance(old, dict) and all(isinstance(old.get(k, []), list) and all(isinstance(i, dict) for i in old.get(k, []))
+                                          for k in ("rows", "differences"))):
+        raise ValueError(f"cannot merge into {path}: it is not a summary this report wrote (cut off, or not JSON rows and "
+                         "differences); move it away or drop --merge-summary")
+    return old
 
 
 def _fmt(d: dict) -> str:
@@ -678,6 +697,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.steps is not None:
         plan = replace(plan, envs={e: p.overridden(learner_steps=args.steps) for e, p in plan.envs.items()})
     out = args.out or args.results
+    if args.merge_summary:
+        try:
+            read_summary(out / "summary.json")  # before the work: a summary that cannot take the merge stops it
+        except ValueError as error:
+            print(f"rspo_matrix_report.py: error: {error}", file=sys.stderr)
+            raise SystemExit(2) from None
     out.mkdir(parents=True, exist_ok=True)
     cells, starts = load_results(args.results)
     m = Matrix(cells, starts, plan)

@@ -556,3 +556,21 @@ def test_an_out_that_is_a_file_is_one_line_and_exit_2(tmp_path, monkeypatch, cap
     assert error.value.code == 2
     assert capsys.readouterr().err.strip().splitlines() == [f"rspo_matrix.py: error: --out {file}: not a folder (an existing file)"]
     assert file.read_text() == "root:x:0:0\n"
+
+
+def test_merging_into_a_cut_off_summary_is_one_line_and_leaves_it_as_it_was(tmp_path, capsys):
+    m = _module("rspo_matrix")
+    report = _module("rspo_matrix_report")
+    env = m.ALFWORLD
+    out = _results_folder(tmp_path, env, [0], 2)
+    (out / "cells" / "outcome-0.json").write_text(json.dumps(_cell(env, "grpo", "outcome", 0, [1, 0], "outcome", None)))
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "summary.json").write_text('{"rows": [{"env": ')
+    plan = m.Plan({env: m.EnvPlan(100)}, (("grpo", (0,), ("outcome",)),))
+    with pytest.raises(SystemExit) as error:
+        _report_under(report, "matrix", plan, [str(out), "--out", str(docs), "--merge-summary"])
+    assert error.value.code == 2 and (docs / "summary.json").read_text() == '{"rows": [{"env": '
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"rspo_matrix_report.py: error: cannot merge into {docs / 'summary.json'}: it is not a summary this report wrote "
+        "(cut off, or not JSON rows and differences); move it away or drop --merge-summary")
