@@ -131,13 +131,13 @@ _FLOAT32_WORDS = f"a float32 number (0 or from {FLOAT32_TINY:.2g} to {FLOAT32_MA
 @functools.cache
 def float_fields(config_class: type) -> tuple[tuple[str, bool], ...]:
     """The fields of ``config_class`` whose annotation takes floats, each with whether it is a
-    mapping of floats (``dict[str, float]``), read from the annotations so a new field is covered."""
-    from typing import get_type_hints
-
+    mapping of floats (``dict[str, float]``), read from the annotations so a new field is covered
+    (as text: a subclass's annotation need not resolve)."""
     found = []
-    for name, hint in get_type_hints(config_class).items():
-        if hint is float or "float" in str(hint):
-            found.append((name, str(hint).startswith("dict")))
+    for f in fields(config_class):
+        hint = f.type if isinstance(f.type, str) else "float" if f.type is float else str(f.type)
+        if "float" in hint:
+            found.append((f.name, hint.startswith("dict")))
     return tuple(found)
 
 
