@@ -126,6 +126,7 @@ def _merge(path: Path, rows: list[dict]) -> dict:
         "updated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs (shared), Python {platform.python_version()}",
         "upstream": UPSTREAM,
+        **({"notes": old["notes"]} if "notes" in old else {}),  # written by hand: how the machine was loaded
         "rows": merged,
     }
 
