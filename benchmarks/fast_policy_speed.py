@@ -11,6 +11,7 @@ core would do.
     python benchmarks/fast_policy_speed.py --iterations 3 --envs rspo/ALFWorld-v0
     python benchmarks/fast_policy_speed.py --baseline-src ../rspo_gym-before   # before / after
     python benchmarks/fast_policy_speed.py --models drrn drrn-memory            # the memory's cost
+    python benchmarks/fast_policy_speed.py --pinned-kernels                    # the cost of rspo-gym's pinned kernels
 
 ``--baseline-src`` names a checkout of another commit (``git worktree add --detach PATH COMMIT``):
 each cell is measured there first, in a subprocess with ``PYTHONPATH`` pointing to it, then here,
@@ -91,12 +92,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("results/benchmarks/fast_policy_speed.json"))
     parser.add_argument("--baseline-src", type=Path, default=None,
                         help="a checkout of another commit to measure first, cell by cell (before / after)")
+    parser.add_argument("--pinned-kernels", action="store_true",
+                        help="ATen's AVX2 kernels and MKL's COMPATIBLE branch, as rspo-gym train pins them for a drrn model")
     parser.add_argument("--src", type=Path, default=ROOT, help=argparse.SUPPRESS)  # the checkout to import (measure_at's)
     args = parser.parse_args(argv)
     sys.path.insert(0, str(args.src.resolve()))  # ahead of an editable install of another checkout
     import torch
 
     torch.set_num_threads(1)
+    if args.pinned_kernels:  # before the first kernel: a script's default is the CPU's own
+        from rspo_gym.cpu_settings import pin_scorer_kernels
+
+        note = pin_scorer_kernels()
+        if note:
+            raise RuntimeError(note)
     if args.baseline_src is not None and args.models != ["drrn"]:
         parser.error("--baseline-src measures the plain drrn only: leave out --models")
     cells = [(env, algo, model) for env in args.envs for algo in args.algos for model in args.models]
@@ -114,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(f"| {r['env']} | {r['algo']} | {r['model']} | {r['env_steps']} | {r['collect_s']:.2f} | {r['update_s']:.2f} | "
               f"{r['steps_per_s']:.0f} | {r['collect_steps_per_s']:.0f} | {r['steps_per_cpu_s']:.0f} |")
-    result = {"threads": 1, "groups": args.groups, "group_size": args.group_size, "rows": rows}
+    from rspo_gym.quickstart import cpu_description
+
+    result = {"threads": 1, "groups": args.groups, "group_size": args.group_size, "rows": rows, "machine": cpu_description()}
     if len(args.models) == 2:
         pairs = [(plain, memory) for plain, memory in zip(rows[::2], rows[1::2])]
         print("\n| env | algorithm | env steps per CPU second, drrn | drrn-memory | memory / plain |")

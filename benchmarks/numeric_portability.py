@@ -12,7 +12,10 @@ and prints a sha256 of the trained weights:
   language-model loss, then a sampling forward pass: the kernels of the quick start's training and
   generation, without its environment;
 - ``quickstart``: ``rspo-gym quickstart --iterations 2 --eval-tasks 2 --eval-episodes 1
-  --eval-every 0``, hashing the ``policy/`` it writes.
+  --eval-every 0``, hashing the ``policy/`` it writes;
+- ``drrn``: ``rspo-gym train --model drrn`` (GRPO on ``rspo/WebShop-v0``, 4 groups of 4), hashing
+  the scorer's trained weights. Pinned, the command runs ATen's AVX2 kernels and MKL's
+  ``COMPATIBLE`` branch (``cpu_settings.pin_scorer_kernels``); ``--native`` turns that off.
 
 ``--pinned`` (the default) runs them as the quick start does, its pins over whatever the variant
 put in the environment: every fingerprint must then be the same, but that of "1 thread, forced",
@@ -22,6 +25,7 @@ a CPU's own choice would change the numbers through.
 
     python benchmarks/numeric_portability.py --workload probe --native
     python benchmarks/numeric_portability.py --workload quickstart --pinned
+    python benchmarks/numeric_portability.py --workload drrn --iterations 3
 
 Prints a markdown table (variant, sha256, equal to the first row, seconds) and the CPU.
 """
@@ -100,6 +104,22 @@ import torch
 print("SHA256", weights_sha256({out!r} + "/policy"), torch.backends.cpu.get_cpu_capability())
 """
 
+DRRN = """
+import hashlib
+import torch
+import rspo_gym.cli as cli
+{unpin}
+code = cli.main(["train", "--env", "rspo/WebShop-v0", "--algo", "grpo", "--model", "drrn", "--iterations", "{iterations}",
+                 "--group-size", "4", "--num-groups", "4", "--set", "eval_every=0", "--set", "progress=false", "--output-dir", {out!r}])
+if code:
+    raise SystemExit(code)
+state = torch.load({out!r} + "/policy/action_scorer.pt", weights_only=True)["model"]
+digest = hashlib.sha256()
+for name, tensor in sorted(state.items()):
+    digest.update(name.encode()); digest.update(tensor.contiguous().numpy().tobytes())
+print("SHA256", digest.hexdigest(), torch.backends.cpu.get_cpu_capability())
+"""
+
 
 def fingerprint(workload: str, variant: str, pinned: bool, iterations: int, scratch: Path) -> tuple[str, str, float]:
     """Run ``workload`` under ``variant`` in a fresh process: (sha256, ATen's kernels, seconds)."""
@@ -108,6 +128,10 @@ def fingerprint(workload: str, variant: str, pinned: bool, iterations: int, scra
     env.update(env_vars, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
     if workload == "probe":
         code = prelude + PROBE.format(pin='from rspo_gym.quickstart import pin_cpu_kernels; pin_cpu_kernels("avx2")' if pinned else "")
+    elif workload == "drrn":
+        out = str(scratch / ("drrn-" + variant.replace(" ", "_").replace("=", "-")))
+        code = prelude + DRRN.format(unpin="" if pinned else "cli._scorer_kernels = lambda model: None  # the CPU's own paths",
+                                     iterations=iterations, out=out)
     else:
         out = str(scratch / variant.replace(" ", "_").replace("=", "-"))
         code = prelude + QUICKSTART.format(iterations=iterations, out=out, capability="avx2" if pinned else "native")
@@ -128,11 +152,11 @@ def cpu_model() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workload", choices=("probe", "quickstart"), default="probe")
+    parser.add_argument("--workload", choices=("probe", "quickstart", "drrn"), default="probe")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--pinned", dest="pinned", action="store_true", default=True, help="the quick start's pins on (default)")
     mode.add_argument("--native", dest="pinned", action="store_false", help="no pins: each variable takes effect")
-    parser.add_argument("--iterations", type=int, default=2, help="quick start iterations")
+    parser.add_argument("--iterations", type=int, default=2, help="quick start or drrn iterations")
     parser.add_argument("--variants", nargs="*", default=list(VARIANTS), choices=list(VARIANTS), metavar="VARIANT")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = parser.parse_args()
