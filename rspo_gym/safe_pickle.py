@@ -243,12 +243,14 @@ def load_weights(path: str | Path) -> Any:
         with torch.serialization.safe_globals(allowed_classes()):
             return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
-        if is_refusal(err):
-            raise UserError(f"{path} is refused: {refusal_reason(err)}; nothing in it was run") from None
-        raise UserError(f"{path} is unreadable ({_first_line(err)})") from None
-    except (OSError, RuntimeError, EOFError, ValueError, TypeError, AttributeError, RecursionError) as err:
-        raise UserError(f"{path} is unreadable ({_first_line(err)})") from None
+        if is_refusal(err):  # torch's line goes on to tell how to allow what it names: not advice to give here
+            raise UserError(f"{path} is refused: {refusal_reason(err).split('. Please')[0]}; nothing in it was run") from None
+        raise UserError(f"{path} is unreadable: damaged, or not a torch.save file ({_first_sentence(err)})") from None
+    except Exception as err:  # noqa: BLE001 - torch's readers fail on damaged bytes with any type (struct.error, KeyError, ...)
+        raise UserError(f"{path} is unreadable: damaged, or not a torch.save file ({_first_sentence(err)})") from None
 
 
-def _first_line(err: BaseException) -> str:
-    return (str(err).strip().splitlines() or [type(err).__name__])[0].rstrip(".")
+def _first_sentence(err: BaseException) -> str:
+    """The first sentence of ``err``'s first line (torch's go on for a paragraph)."""
+    line = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    return line.split(". ")[0].rstrip(".")

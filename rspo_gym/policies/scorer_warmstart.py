@@ -125,7 +125,7 @@ def _load_cache(policy: ActionScorerPolicy, cache: Path) -> str | None:
     try:
         state = load_weights(cache)
     except UserError as err:
-        return f"cannot be used ({str(err).removeprefix(f'{cache} ')})"
+        return str(err).removeprefix(f"{cache} ")
     own = policy.model.state_dict()
     model = state.get("model") if isinstance(state, dict) else None
     if not isinstance(model, dict) or set(model) != set(own) or any(

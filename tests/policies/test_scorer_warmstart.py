@@ -48,10 +48,11 @@ def _another_policys(path):
 
 @pytest.mark.parametrize("spoil", [
     lambda path: path.write_bytes(b"not a torch file at all"),
+    lambda path: path.write_bytes(b"junk"),  # torch's legacy reader: a struct.error
     lambda path: path.write_bytes(path.read_bytes()[:200]),  # cut short
     lambda path: __import__("torch").save({"model": _Crafted()}, path),
     _another_policys,
-], ids=["garbage", "cut-short", "crafted", "another-policy"])
+], ids=["garbage", "four-bytes", "cut-short", "crafted", "another-policy"])
 def test_a_bad_clone_cache_is_named_in_one_line_and_made_again(tmp_path, capsys, spoil):
     import torch
 
