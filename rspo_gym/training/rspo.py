@@ -46,6 +46,7 @@ from rspo_gym.training.config import RSPOConfig
 from rspo_gym.training.dynamic_sampling import concat_rollouts
 from rspo_gym.training.envs import env_pool_settings, make_vector_env
 from rspo_gym.algos.losses import trajectory_is_weights, truncated_is_weights
+from rspo_gym.algos.replay_metrics import is_weight_stats, logp_gain, revisits, task_labels
 from rspo_gym.training.trainer import Trainer
 from rspo_gym.errors import UserError
 from rspo_gym.rollout.collector import collect
@@ -167,6 +168,7 @@ class RSPOTrainer(Trainer):
         self._explorer_rollout: Rollout | None = None
         self._synced = False  # the explorer was re-synced before this iteration's rollout
         self._warmup_steps = self._warmup_tokens = 0  # the explorer's warm-up's env steps and tokens, counted in iteration 0's
+        self.pending_labels: dict[Any, str] = {}  # task id -> who won it when last played (``replay_metrics.revisits``)
         if c.swap == "explorer" and c.explorer_group_size > 0:
             if self.env_factory is None:
                 raise ValueError(
@@ -390,6 +392,9 @@ class RSPOTrainer(Trainer):
         metrics = self._learner_update(merged, it)
         metrics.update(group_outcomes(self.gathered(merged).trajectories))  # the groups the learner was updated on
         explorer_rollout = self._explorer_rollout
+        played = task_labels(self.gathered(rollout).trajectories + self.gathered(explorer_rollout).trajectories)
+        transfer, self.pending_labels = revisits(self.pending_labels, played)
+        metrics.update({f"explorer/{k}": v for k, v in transfer.items()})
         metrics.update({k.replace("rollout/", "explorer/"): v for k, v in self.rollout_metrics(self.gathered(explorer_rollout)).items()})
         replayed, steps, tokens = self.dist.sum([
             len(merged.rows) - len(rollout.rows), len(explorer_rollout.rows), sum(len(r.response_ids) for r in explorer_rollout.rows),
@@ -456,7 +461,31 @@ class RSPOTrainer(Trainer):
         )
         metrics.update(kl_metrics)
         metrics["train/reward_mean"] = float(inputs["view"].episode.mean())
+        metrics.update(self.replay_metrics(merged, inputs))
         return metrics
+
+    def replay_metrics(self, merged: Rollout, inputs: dict[str, Any]) -> dict[str, float]:
+        """The importance weights of the replayed rows by outcome, and how far the update moved the
+        learner's log-probs of the winning actions, replayed and its own: one extra forward pass,
+        without gradients, over the winning rows only (``replay_metrics``; this rank's rows)."""
+        batch = inputs["batch"]
+        won_traj = {t.traj_id: t.won for t in merged.trajectories}
+        won = torch.tensor([bool(won_traj.get(r.traj_id, False)) for r in merged.rows], dtype=torch.bool)
+        replayed = torch.tensor([r.source != "learner" for r in merged.rows], dtype=torch.bool)
+        mask = batch.response_mask.cpu()
+        stats = is_weight_stats(inputs["is_weights"].cpu()[replayed], mask[replayed], won[replayed])
+        winners = torch.nonzero(won).flatten()
+        after = torch.zeros_like(inputs["old_logprobs"])
+        if len(winners):
+            with torch.no_grad(), self.dist.full_weights(self.policy):
+                after[winners] = self.policy.logprobs(
+                    batch.index(winners), temperature=self.config.temperature, max_tokens=self.config.max_tokens_per_micro_batch
+                )["logprobs"].to(after.dtype)
+        before, after = inputs["old_logprobs"].cpu(), after.cpu()
+        for name, rows in (("replay_win", won & replayed), ("own_win", won & ~replayed)):
+            tokens, gain = logp_gain(before[rows], after[rows], mask[rows])
+            stats[f"{name}_logp_gain"], stats[f"{name}_logp_tokens"] = gain, tokens
+        return {f"explorer/{k}": v for k, v in stats.items()}
 
     # -- checkpoints
     def state(self) -> dict[str, Any]:
@@ -469,6 +498,7 @@ class RSPOTrainer(Trainer):
                 state["explorer"] = self.explorer.state_dict()
                 state["explorer_optimizer"] = self.explorer_optimizer.state_dict()
             state["buffers"] = self.dist.gather([self.buffer])  # rank-local, with its groups
+            state["pending_labels"] = self.dist.gather([self.pending_labels])
         return state
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -488,3 +518,6 @@ class RSPOTrainer(Trainer):
                     f"its replay buffers belong to the groups each rank played, so resume it under {len(buffers)} rank(s)"
                 )
             self.buffer = list(buffers[self.dist.rank])
+        labels = state.get("pending_labels")  # absent from checkpoints written before it was logged
+        if labels is not None and len(labels) == self.dist.world_size:
+            self.pending_labels = dict(labels[self.dist.rank])

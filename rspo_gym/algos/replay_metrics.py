@@ -1,0 +1,119 @@
+"""What RSPO's replay does to its learner: pure measures of one iteration, logged under ``explorer/``.
+
+Three questions about the explorer swap are answered from tensors and outcomes the trainer already
+has; these functions hold the arithmetic, the trainer (``rspo_gym.training.rspo``) the bookkeeping:
+
+- ``is_weight_stats``: do the truncated importance weights ``min(pi_learner / pi_explorer, cap)``
+  shrink the replayed rows of winning trajectories? Their mean, and the share below ``LOW_WEIGHT``,
+  on winning and on losing replayed rows.
+- ``logp_gain``: does the learner move toward the explorer's winning actions? The mean change of
+  its log-prob on those tokens across the iteration's update.
+- ``task_labels`` and ``revisits``: does a goal only the explorer won become one the learner wins?
+  Each task played is labelled by who won it; when a labelled task is next played, the learner's
+  success on it is credited to the label, against goals nobody won as the comparison.
+
+Every mean comes with its count (tokens or tasks), 0 when there is nothing to average, so that
+means over iterations weight by the count instead of averaging empty iterations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import torch
+
+__all__ = ["LOW_WEIGHT", "LABELS", "is_weight_stats", "logp_gain", "task_labels", "revisits"]
+
+#: a replayed token whose weight is below this contributes less than a tenth of an on-policy token
+LOW_WEIGHT = 0.1
+#: who won a task on the iteration it was played; ``learner`` tasks are not compared
+LABELS = ("explorer_only", "nobody")
+
+
+def _masked(values: torch.Tensor, mask: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """The values on the response tokens of the selected rows, flat."""
+    keep = mask.bool() & rows.bool().unsqueeze(-1)
+    return values[keep]
+
+
+def is_weight_stats(weights: torch.Tensor, mask: torch.Tensor, won: torch.Tensor, *, low: float = LOW_WEIGHT) -> dict[str, float]:
+    """Token counts, mean weights and shares below ``low`` of replayed rows, by their trajectory's outcome.
+
+    Args:
+        weights: ``(B, T)`` importance weights of the replayed rows.
+        mask: ``(B, T)`` response mask.
+        won: ``(B,)`` whether each row's trajectory won.
+
+    >>> w = torch.tensor([[1.0, 0.05], [0.5, 0.0], [2.0, 0.0]]); m = torch.tensor([[1, 1], [1, 0], [1, 0]])
+    >>> {k: round(v, 4) for k, v in is_weight_stats(w, m, torch.tensor([True, True, False])).items()}
+    {'replay_win_tokens': 3.0, 'is_weight_win': 0.5167, 'is_weight_win_low': 0.3333, 'replay_loss_tokens': 1.0, 'is_weight_loss': 2.0, 'is_weight_loss_low': 0.0}
+    """
+    out: dict[str, float] = {}
+    for name, rows in (("win", won), ("loss", ~won.bool())):
+        values = _masked(weights.float(), mask, rows)
+        n = values.numel()
+        out[f"replay_{name}_tokens"] = float(n)
+        out[f"is_weight_{name}"] = float(values.mean()) if n else 0.0
+        out[f"is_weight_{name}_low"] = float((values < low).float().mean()) if n else 0.0
+    return out
+
+
+def logp_gain(before: torch.Tensor, after: torch.Tensor, mask: torch.Tensor) -> tuple[float, float]:
+    """(tokens, mean of ``after − before`` over them): how far an update moved the log-probs of the
+    masked tokens; positive means the policy now samples them more often.
+
+    >>> logp_gain(torch.tensor([[-2.0, -1.0], [-3.0, 0.0]]), torch.tensor([[-1.5, -1.0], [-2.0, 0.0]]), torch.tensor([[1, 1], [1, 0]]))
+    (3.0, 0.5)
+    """
+    delta = _masked(after.float() - before.float(), mask, torch.ones(mask.shape[0], dtype=torch.bool))
+    n = delta.numel()
+    return float(n), float(delta.mean()) if n else 0.0
+
+
+def task_labels(trajectories: Iterable[Any]) -> dict[Any, tuple[str, float]]:
+    """Each task played this iteration: ``(label, learner's success)``. The label is
+    ``explorer_only`` when an explorer trajectory won and none of the learner's did, ``nobody``
+    when none won, ``learner`` when the learner won; success is the share of the learner's
+    episodes won. Trajectories carry ``task_id``, ``won`` and ``source``.
+
+    >>> from types import SimpleNamespace as T
+    >>> played = [T(task_id=1, won=False, source="learner"), T(task_id=1, won=True, source="explorer"),
+    ...           T(task_id=2, won=False, source="learner"), T(task_id=2, won=False, source="explorer"),
+    ...           T(task_id=3, won=True, source="learner"), T(task_id=3, won=False, source="learner")]
+    >>> task_labels(played)
+    {1: ('explorer_only', 0.0), 2: ('nobody', 0.0), 3: ('learner', 0.5)}
+    """
+    learner: dict[Any, list[bool]] = {}
+    explorer_won: dict[Any, bool] = {}
+    for t in trajectories:
+        if t.source == "learner":
+            learner.setdefault(t.task_id, []).append(bool(t.won))
+        else:
+            explorer_won[t.task_id] = explorer_won.get(t.task_id, False) or bool(t.won)
+    labels = {}
+    for task, wins in learner.items():
+        label = "learner" if any(wins) else "explorer_only" if explorer_won.get(task, False) else "nobody"
+        labels[task] = (label, sum(wins) / len(wins))
+    return labels
+
+
+def revisits(pending: Mapping[Any, str], played: Mapping[Any, tuple[str, float]]) -> tuple[dict[str, float], dict[Any, str]]:
+    """The learner's success on tasks played again, by the label they got when last played, and the
+    labels kept for the next iteration (this iteration's replace the earlier; ``learner`` tasks are
+    dropped, as they need no transfer).
+
+    Returns ``({"revisits_<label>": tasks, "revisit_success_<label>": mean success}, pending)``.
+
+    >>> pending = {1: "explorer_only", 2: "nobody", 4: "explorer_only"}
+    >>> revisits(pending, {1: ("learner", 0.5), 2: ("nobody", 0.0), 5: ("explorer_only", 0.0)})
+    ({'revisits_explorer_only': 1.0, 'revisit_success_explorer_only': 0.5, 'revisits_nobody': 1.0, 'revisit_success_nobody': 0.0}, {4: 'explorer_only', 2: 'nobody', 5: 'explorer_only'})
+    """
+    metrics: dict[str, float] = {}
+    for label in LABELS:
+        successes = [success for task, (_, success) in played.items() if pending.get(task) == label]
+        metrics[f"revisits_{label}"] = float(len(successes))
+        metrics[f"revisit_success_{label}"] = sum(successes) / len(successes) if successes else 0.0
+    kept = {task: label for task, label in pending.items() if task not in played}
+    kept.update({task: label for task, (label, _) in played.items() if label in LABELS})
+    return metrics, kept

@@ -1,0 +1,76 @@
+"""The measures of what RSPO's replay does to its learner (``rspo_gym.algos.replay_metrics``)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from rspo_gym.algos.losses import truncated_is_weights  # noqa: E402
+from rspo_gym.algos.replay_metrics import is_weight_stats, logp_gain, revisits, task_labels  # noqa: E402
+
+
+def test_weights_split_by_outcome_on_response_tokens_only():
+    # the learner's and the explorer's log-probs of three replayed rows, the last token of row 0 padding
+    learner = torch.tensor([[-1.0, -0.5, 0.0], [-4.0, -1.0, -2.0], [-0.2, -0.1, -3.0]])
+    explorer = torch.tensor([[-2.0, -0.5, 0.0], [-1.0, -1.0, -2.0], [-0.2, -1.0, -0.1]])
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1], [1, 1, 1]])
+    weights = truncated_is_weights(learner, explorer, mask, cap=2.0)
+    stats = is_weight_stats(weights, mask, torch.tensor([True, True, False]))
+    # won: min(e, 2) = 2, 1 (row 0); exp(-3) = 0.0498, 1, 1 (row 1)
+    assert stats["replay_win_tokens"] == 5.0
+    assert stats["is_weight_win"] == pytest.approx((2 + 1 + torch.exp(torch.tensor(-3.0)).item() + 1 + 1) / 5, abs=1e-6)
+    assert stats["is_weight_win_low"] == pytest.approx(1 / 5)
+    # lost: 1, min(e^0.9, 2) = 2, exp(-2.9) = 0.055
+    assert stats["replay_loss_tokens"] == 3.0
+    assert stats["is_weight_loss"] == pytest.approx((1 + 2 + torch.exp(torch.tensor(-2.9)).item()) / 3, abs=1e-6)
+    assert stats["is_weight_loss_low"] == pytest.approx(1 / 3)
+
+
+def test_no_replayed_rows_give_zero_means_with_zero_counts():
+    stats = is_weight_stats(torch.zeros(0, 4), torch.zeros(0, 4), torch.zeros(0, dtype=torch.bool))
+    assert stats == {"replay_win_tokens": 0.0, "is_weight_win": 0.0, "is_weight_win_low": 0.0,
+                     "replay_loss_tokens": 0.0, "is_weight_loss": 0.0, "is_weight_loss_low": 0.0}
+
+
+def test_logp_gain_averages_over_response_tokens():
+    before = torch.tensor([[-2.0, -1.0, -7.0], [-3.0, -0.5, 0.0]])
+    after = torch.tensor([[-1.0, -1.5, 9.0], [-2.5, -0.25, 0.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 1, 0]])
+    tokens, gain = logp_gain(before, after, mask)
+    assert tokens == 4.0
+    assert gain == pytest.approx((1.0 - 0.5 + 0.5 + 0.25) / 4)
+    assert logp_gain(before[:0], after[:0], mask[:0]) == (0.0, 0.0)
+
+
+def played(task, won, source="learner"):
+    return SimpleNamespace(task_id=task, won=won, source=source)
+
+
+def test_labels_need_a_learner_group_and_an_explorer_only_win():
+    labels = task_labels([
+        played(1, False), played(1, False), played(1, True, "explorer"), played(1, False, "explorer"),
+        played(2, False), played(2, False), played(2, False, "explorer"),
+        played(3, True), played(3, False), played(3, True, "explorer"),
+        played(4, True, "explorer"),  # no learner group: not labelled
+    ])
+    assert labels == {1: ("explorer_only", 0.0), 2: ("nobody", 0.0), 3: ("learner", 0.5)}
+
+
+def test_revisits_credit_the_last_label_and_keep_the_newest():
+    pending = {}
+    first = task_labels([played(1, False), played(1, True, "explorer"), played(2, False), played(2, False, "explorer"),
+                         played(3, True), played(3, False, "explorer")])
+    metrics, pending = revisits(pending, first)
+    assert metrics == {"revisits_explorer_only": 0.0, "revisit_success_explorer_only": 0.0,
+                       "revisits_nobody": 0.0, "revisit_success_nobody": 0.0}
+    assert pending == {1: "explorer_only", 2: "nobody"}
+    # task 1 again: the learner wins 3 of 4; task 2 again: nobody wins, and the explorer now alone does
+    second = task_labels([*(played(1, w) for w in (True, True, True, False)),
+                          *(played(2, False) for _ in range(4)), played(2, True, "explorer")])
+    metrics, pending = revisits(pending, second)
+    assert metrics == {"revisits_explorer_only": 1.0, "revisit_success_explorer_only": 0.75,
+                       "revisits_nobody": 1.0, "revisit_success_nobody": 0.0}
+    assert pending == {2: "explorer_only"}
