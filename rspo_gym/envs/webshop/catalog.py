@@ -32,7 +32,7 @@ import random
 import re
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -410,6 +410,40 @@ class _Prefetch:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
+class ItemCache:
+    """The last :data:`_CACHE_SIZE` items a catalog built, shared by the threads of one process.
+
+    Items are made on demand (from a seed, or decoded from a data file) because an env reads a
+    few pages of a catalog that may hold a million products; keeping every one would cost the
+    memory the lazy catalog saves. Making happens outside the lock, so two threads asking for
+    the same new item may both make it: items are pure functions of their index, so either
+    copy is right.
+    """
+
+    def __init__(self, size: int = _CACHE_SIZE) -> None:
+        self._size = size
+        self._items: OrderedDict[int, CatalogItem] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def peek(self, i: int) -> CatalogItem | None:
+        """Item ``i`` if it is cached, without making it or changing the eviction order."""
+        with self._lock:
+            return self._items.get(i)
+
+    def get_or_make(self, i: int, make: Callable[[int], CatalogItem]) -> CatalogItem:
+        with self._lock:
+            hit = self._items.get(i)
+            if hit is not None:
+                self._items.move_to_end(i)
+                return hit
+        made = make(i)
+        with self._lock:
+            self._items[i] = made
+            if len(self._items) > self._size:
+                self._items.popitem(last=False)
+        return made
+
+
 class Catalog:
     """A seeded synthetic catalog of ``num_products`` items, each generated on demand.
 
@@ -435,8 +469,7 @@ class Catalog:
         self._group_weights = _GROUP_WEIGHTS_V1 if version == 1 else _GROUP_WEIGHTS
         r = stable_rng(b'rspo-webshop', _VERSION, "types", seed)
         self._type_perm = tuple(sample_indices(r, len(self._types), len(self._types)))
-        self._cache: OrderedDict[int, CatalogItem] = OrderedDict()
-        self._lock = threading.Lock()
+        self._cache = ItemCache()
         self._pf: _Prefetch | None = None
         self._pf_lock = threading.Lock()
 
@@ -479,17 +512,7 @@ class Catalog:
 
     def item(self, i: int) -> CatalogItem:
         self._check_index(i)
-        with self._lock:
-            hit = self._cache.get(i)
-            if hit is not None:
-                self._cache.move_to_end(i)
-                return hit
-        made = self._make(i)
-        with self._lock:
-            self._cache[i] = made
-            if len(self._cache) > _CACHE_SIZE:
-                self._cache.popitem(last=False)
-        return made
+        return self._cache.get_or_make(i, self._make)
 
     def __getitem__(self, i: int) -> CatalogItem:
         return self.item(i)
@@ -524,8 +547,7 @@ class Catalog:
         indexing does) is served by :data:`_WORKERS` worker processes generating chunks ahead, in
         order; documents are pure functions of ``(seed, i)``, so the text is the same."""
         self._check_index(i)
-        with self._lock:
-            hit = self._cache.get(i)
+        hit = self._cache.peek(i)
         if hit is not None:
             return hit.search_document()
         if self.num_products >= _PARALLEL_MIN:

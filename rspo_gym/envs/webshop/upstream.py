@@ -42,9 +42,7 @@ import json
 import random
 import re
 import shutil
-import threading
 from array import array
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -56,7 +54,7 @@ import numpy as np
 
 from rspo_gym.errors import UserError
 
-from .catalog import CatalogItem
+from .catalog import CatalogItem, ItemCache
 from .datafiles import Packed, PackWriter, build_atomically, default_cache_dir, file_digest, iter_json_array
 from .goals import PRICE_RANGE, NO_PRICE_UPPER, split_range
 from .model import Goal, Product
@@ -77,7 +75,6 @@ _UNPRICED_TAG, _UNPRICED = "$100.0", 100.0
 #: Bumped whenever what is cached changes, so an old cache entry is never read.
 _FORMAT = 3
 _ASIN_LIMIT = 10
-_CACHE_ITEMS = 1024
 
 
 @dataclass(frozen=True)
@@ -225,8 +222,7 @@ class UpstreamCatalog:
         self.files = files
         self.search_index = search_index
         self._asins_path = asins_path
-        self._cache: OrderedDict[int, CatalogItem] = OrderedDict()
-        self._lock = threading.Lock()
+        self._cache = ItemCache()
 
     def __repr__(self) -> str:
         return f"UpstreamCatalog({len(self)} products from {self.files.items})"
@@ -242,17 +238,7 @@ class UpstreamCatalog:
             raise TypeError(f"item index must be an int, got {type(i).__name__}")
         if not 0 <= i < len(self):
             raise IndexError(f"item index {i} out of range [0, {len(self)})")
-        with self._lock:
-            hit = self._cache.get(i)
-            if hit is not None:
-                self._cache.move_to_end(i)
-                return hit
-        made = self._make(i)
-        with self._lock:
-            self._cache[i] = made
-            if len(self._cache) > _CACHE_ITEMS:
-                self._cache.popitem(last=False)
-        return made
+        return self._cache.get_or_make(i, self._make)
 
     __getitem__ = item
 
