@@ -205,6 +205,7 @@ def _intel_xeon_with_avx512() -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_readme_trainer_example_prints_what_the_readme_quotes(tmp_path):
     """The README's trainer example, run whole (5.4 idle minutes on 2 cores), prints the line the
     README quotes, to the digit, on the CPU the README names."""

@@ -201,6 +201,7 @@ def this_cpu() -> str | None:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_the_quick_start_prints_the_numbers_its_page_quotes_for_this_cpu(tmp_path):
     """The README's command, run whole (5.4–8.5 idle minutes on 2 cores), prints the row of
     ``docs/quickstart.md`` for this CPU, to the digit."""
