@@ -55,7 +55,9 @@ its cells and starts record ``"regime": {"start": ..., "policy": ...}``, its cel
 reward's ``once`` and, per training iteration, ``"groups": [[learner steps, groups/all_fail,
 groups/explorer_wins, groups/explorer_rescued], ...]``; the explorer study's cells (the
 ``webshop-v1`` preset) add ``groups/wins``, ``groups/explorer_win_count`` and ``explorer/synced``
-to each row, and record their ``explorer`` settings, ``extra_samples`` and ``axis``.
+to each row, and record their ``explorer`` settings, ``extra_samples`` and ``axis``; cells with an
+explorer also record ``"mechanism": {"keys": [...], "rows": [...]}``, the ``MECHANISM_KEYS`` of
+each iteration (importance weights, log-prob gains and revisits of the replay, ``docs/metrics.md``).
 
     python benchmarks/rspo_matrix.py --preset regimes --jobs 2                        # the whole study
     python benchmarks/rspo_matrix.py --preset regimes --regimes clone-50-drrn-memory untrained-drrn --bases grpo --seeds 0 1
@@ -697,6 +699,7 @@ def run_cell(key: str, base: str, arm_name: str, seed: int, plan: Plan, cache: P
     counts_wins = bool(arm.explorer or arm.extra_samples or axis != "learner")
     group_keys = ("all_fail", "explorer_wins", "explorer_rescued") + (("wins", "explorer_win_count") if counts_wins else ())
     evals, train_curve, groups, counted = [], [], [], {"learner": 0, "total": 0}
+    mechanism = []  # the explorer's replay, per iteration: MECHANISM_KEYS
     with tempfile.TemporaryDirectory() as out:
         trainer = make_trainer(env_id, base, arm, seed, env_plan, output_dir=out)
         start_policy(trainer, env_id, seed, env_plan, cache)
@@ -710,6 +713,8 @@ def run_cell(key: str, base: str, arm_name: str, seed: int, plan: Plan, cache: P
                                 metrics.get("explorer/success"), metrics.get("explorer/process_events")])
             groups.append([counted["learner"], *(metrics.get(f"groups/{k}") for k in group_keys)]
                           + ([metrics.get("explorer/synced")] if counts_wins else []))
+            if "explorer/is_weight_win" in metrics:
+                mechanism.append([counted["learner"], *(metrics[f"explorer/{k}"] for k in MECHANISM_KEYS)])
             while points and counted[axis] >= points[0]:
                 if points[0] == budget:  # the final point also at verl-agent's validation temperature
                     evals.append(_evaluation(trainer, env_id, env_plan, plan.final_temperature, counted["learner"], counted["total"]))
@@ -732,7 +737,15 @@ def run_cell(key: str, base: str, arm_name: str, seed: int, plan: Plan, cache: P
                    "total_steps": counted["total"], "evals": evals, "train_curve": train_curve})
     if env_plan.regime or counts_wins:
         record["groups"] = groups
+    if mechanism:
+        record["mechanism"] = {"keys": ["learner_steps", *MECHANISM_KEYS], "rows": mechanism}
     return {**record, "seconds": time.perf_counter() - started, "peak_rss_mb": peak_rss_mb()}
+
+
+#: what the explorer's replay does to its learner, per iteration (``docs/metrics.md``, ``explorer/<key>``)
+MECHANISM_KEYS = ("replay_win_tokens", "is_weight_win", "is_weight_win_low", "replay_loss_tokens", "is_weight_loss", "is_weight_loss_low",
+                  "replay_win_logp_tokens", "replay_win_logp_gain", "own_win_logp_tokens", "own_win_logp_gain",
+                  "revisits_explorer_only", "revisit_success_explorer_only", "revisits_nobody", "revisit_success_nobody")
 
 
 def heldout_episodes(plan: EnvPlan) -> tuple[str, list[int]]:
