@@ -154,6 +154,10 @@ class Arm:
     extra_samples: bool = False
     """An outcome arm whose groups hold N + M members: what an explorer arm's extra samples
     alone buy (M = N / 2 as the explorer arms')."""
+    matched: bool = False
+    """With ``extra_samples``: PPO on the explorer arms' own tasks per iteration and episodes per
+    task (half the tasks, 2 + 1 episodes each), not ``outcome-nm``'s one episode on 1.5 times
+    the tasks; GRPO's and GiGPO's ``outcome-nm`` is matched already (N + M on the same groups)."""
 
     def process(self, env_id: str, helpful: ProcessChoice | None = None) -> ProcessChoice | None:
         """The process reward this arm trains with on ``env_id`` (``helpful``: the plan's choice
@@ -188,6 +192,7 @@ ARMS = {
     "explorer-helpful": Arm("rspo-explorer", "helpful"),
     "rank-helpful": Arm("rspo-rank", "helpful"),
     "outcome-nm": Arm("outcome", extra_samples=True),
+    "outcome-nm-matched": Arm("outcome", extra_samples=True, matched=True),
 }
 #: The explorer levers every explorer arm starts from: the settings before the explorer study (one
 #: update per iteration, a fresh optimizer at each sync, no warm-up, no sync on overtaking), so
@@ -204,6 +209,9 @@ CHOSEN_EXPLORER = (("explorer_warmup_iterations", 48), ("explorer_sync_every", 0
                    ("explorer_overtake_window", 20), ("explorer_keep_optimizer", True), ("explorer_updates", 2))
 ARMS.update({
     "agent-helpful": Arm("rspo-explorer", "helpful", sync=0, explorer=CHOSEN_EXPLORER),
+    # the chosen explorer without its warm-up: what the warm-up's share of the budget costs or buys
+    "agent-w0u2-win20-helpful": Arm("rspo-explorer", "helpful", sync=0,
+                                    explorer=tuple({**dict(CHOSEN_EXPLORER), "explorer_warmup_iterations": 0}.items())),
     "agent-misaligned": Arm("rspo-explorer", "misaligned", sync=0, explorer=CHOSEN_EXPLORER),
     "agent-w20-helpful": Arm("rspo-explorer", "helpful", sync=0, explorer=AGENT_EXPLORER),
 })
@@ -437,8 +445,10 @@ WEBSHOP_V1_PLAN = EnvPlan(36_000, COMMON, heldout=(("test", 200),), axis="total"
 spent 36k in all for 24k of their learner's), every arm evaluated at the same total-step marks."""
 V1_FRACTIONS = (1 / 6, 1 / 3, 2 / 3, 1.0)
 """The v1 study's evaluation points: the premise reward's test reads the first third's area."""
-V1_GRPO_ARMS = ("outcome", "outcome-nm", "dense-helpful", "dense-misaligned", "agent-helpful", "agent-misaligned")
+V1_GRPO_ARMS = ("outcome", "outcome-nm", "dense-helpful", "dense-misaligned", "agent-helpful", "agent-misaligned", "agent-w0u2-win20-helpful")
 V1_OTHER_ARMS = ("outcome", "outcome-nm", "agent-helpful")
+V1_PPO_ARMS = (*V1_OTHER_ARMS, "outcome-nm-matched")
+"""PPO's arms add the control on the explorer arm's own task sampling (``Arm.matched``)."""
 
 LLM_TRAINER = {"model": "tiny-alfworld", "num_groups": 4, "group_size": 4, "learning_rate": 3e-4, "max_turns": 25, "eval_temperature": 1.0,
                "eval_every": 0, "checkpoint_every": 0, "progress": False}
@@ -457,6 +467,7 @@ minutes (two cells at a time on 2 cores); the update takes most of the rest. The
 explorer's warm-up is a quarter of the budget, as on WebShop: 12 iterations of its 8 episodes."""
 LLM_GRPO_ARMS = ("outcome", "agent-helpful", "dense-helpful", "outcome-nm", "agent-misaligned", "dense-misaligned")
 LLM_OTHER_ARMS = ("outcome", "agent-helpful")
+LLM_PPO_ARMS = (*LLM_OTHER_ARMS, "outcome-nm-matched")
 ARMS["rank-aligned"] = Arm("rspo-rank", "aligned")
 LEARNING_ALFWORLD = replace(LLM_ALFWORLD, learner_steps=LLM_ALFWORLD.learner_steps // 4, explorer=())
 """The ``learning`` preset (once ``benchmarks/compare.py --preset learning``): does every
@@ -532,7 +543,7 @@ PLANS = {
     "regimes": Plan(_regime_plans(), (("grpo", tuple(range(10)), REGIME_ARMS), ("ppo", tuple(range(5)), REGIME_ARMS),
                                       ("gigpo", tuple(range(5)), REGIME_ARMS))),
     # the explorer study on WebShop-v1 at equal total env steps (docs/results_explorer.md)
-    "webshop-v1": Plan({WEBSHOP_V1: WEBSHOP_V1_PLAN}, (("grpo", tuple(range(10)), V1_GRPO_ARMS), ("ppo", tuple(range(5)), V1_OTHER_ARMS),
+    "webshop-v1": Plan({WEBSHOP_V1: WEBSHOP_V1_PLAN}, (("grpo", tuple(range(10)), V1_GRPO_ARMS), ("ppo", tuple(range(5)), V1_PPO_ARMS),
                                                      ("gigpo", tuple(range(5)), V1_OTHER_ARMS)), fractions=V1_FRACTIONS),
     # its pilots: validation goals (--validation), seeds from 100, GRPO
     "explorer-pilot": Plan({WEBSHOP_V1: WEBSHOP_V1_PLAN}, (("grpo", (100, 101, 102), ("outcome", "outcome-nm", "dense-helpful",
@@ -544,8 +555,13 @@ PLANS = {
     # seconds: the v1 pipeline at equal total steps (tests)
     "micro-v1": Plan({WEBSHOP_V1: EnvPlan(60, _MICRO_V1, heldout=(("test", 3),), axis="total")},
                      (("grpo", (0,), ("outcome", "outcome-nm", "agent-helpful")),), fractions=V1_FRACTIONS),
+    # seconds: one explorer cell per base and PPO's matched control, rerun against tests/algos/data/micro_v1_cells.json
+    "micro-v1-bases": Plan({WEBSHOP_V1: EnvPlan(600, {**_MICRO_V1, "max_turns": 10}, heldout=(("test", 5),), axis="total",
+                                                explorer=(("explorer_warmup_iterations", 2),))},
+                           (("grpo", (0,), ("agent-helpful",)), ("ppo", (0,), ("agent-helpful", "outcome-nm-matched")),
+                            ("gigpo", (0,), ("agent-helpful",))), fractions=V1_FRACTIONS),
     # the LLM matrix (docs/results_llm_matrix.md): tiny-alfworld at the quick start's scale, run folders, equal total env steps
-    "llm-alfworld": Plan(regimes(ALFWORLD, [LLM_ALFWORLD]), (("grpo", tuple(range(10)), LLM_GRPO_ARMS), ("ppo", tuple(range(5)), LLM_OTHER_ARMS),
+    "llm-alfworld": Plan(regimes(ALFWORLD, [LLM_ALFWORLD]), (("grpo", tuple(range(10)), LLM_GRPO_ARMS), ("ppo", tuple(range(5)), LLM_PPO_ARMS),
                                                         ("gigpo", tuple(range(5)), LLM_OTHER_ARMS))),
     # seconds: the run-folder pipeline with the LLM (tests)
     "llm-micro": Plan(regimes(ALFWORLD, [replace(LLM_ALFWORLD, learner_steps=40, train_pool=4, heldout_episodes=2, explorer=(("explorer_warmup_iterations", 1),),
@@ -596,8 +612,10 @@ def trainer_settings(env_id: str, base: str, arm: Arm, seed: int, plan: EnvPlan,
             extra = {"explorer_group_size": max(1, size // 2), "explorer_sync_every": arm.sync, **dict(EARLIER_EXPLORER), **dict(arm.explorer),
                      **dict(plan.explorer)}
         return RSPOTrainer, dict(base=base, swap=swap, reward="outcome", num_groups=groups, group_size=size, **settings, **extra)
-    if arm.extra_samples:  # N + M: the explorer arms' M = N / 2 (PPO's: one more episode per pair of tasks)
-        groups, size = (groups * 3 // 2, 1) if base == "ppo" else (groups, size + max(1, size // 2))
+    if arm.extra_samples and base == "ppo":  # PPO's N + M: one more episode per pair of tasks, or (matched) the explorer arms' 2 + 1 per task
+        groups, size = (groups // 2, 3) if arm.matched else (groups * 3 // 2, 1)
+    elif arm.extra_samples:  # N + M: the explorer arms' M = N / 2
+        size += max(1, size // 2)
     cls = {"grpo": GRPOTrainer, "ppo": PPOTrainer, "gigpo": GiGPOTrainer}[base]
     return cls, dict(reward=arm.kind, num_groups=groups, group_size=size, **settings)
 
@@ -733,6 +751,8 @@ def run_cell(key: str, base: str, arm_name: str, seed: int, plan: Plan, cache: P
             record["process_weights"] = dict(process.weights)
     if counts_wins:  # the earlier arms' cells as they were
         record.update({"explorer": dict(arm.explorer), "extra_samples": arm.extra_samples, "axis": env_plan.axis})
+        if arm.matched:  # the earlier arms' cells as they were
+            record["matched"] = True
     record.update({"sync": arm.sync if arm.has_explorer else None, "seed": seed, "learner_steps": counted["learner"],
                    "total_steps": counted["total"], "evals": evals, "train_curve": train_curve})
     if env_plan.regime or counts_wins:
@@ -864,7 +884,7 @@ def run_folder_cell(key: str, base: str, arm_name: str, seed: int, plan: Plan, o
             "explorer": dict(arm.explorer) | dict(env_plan.explorer) if arm.has_explorer else {}, "extra_samples": arm.extra_samples,
             "axis": axis, "seed": seed, "iterations": len(history), "learner_steps": counted["learner"], "total_steps": counted["total"],
             "generated_tokens": int(sum(row["generated_tokens"] for row in history)), "seconds": time.perf_counter() - started,
-            "peak_rss_mb": peak_rss_mb(), "cpu": cpu_description()}
+            "peak_rss_mb": peak_rss_mb(), "cpu": cpu_description(), **({"matched": True} if arm.matched else {})}
     write_json(folder / "cell.json", cell)
     return cell
 

@@ -86,6 +86,10 @@ TOTAL_COMPARISONS = (
     ("agent-w24m4-helpful", "outcome-nm"),
     ("agent-w48u2-never-helpful", "outcome-nm"),
     ("agent-w48u2-win20-helpful", "outcome-nm"),
+    ("outcome-nm-matched", "outcome"),
+    ("agent-helpful", "outcome-nm-matched"),
+    ("agent-w0u2-win20-helpful", "outcome-nm"),
+    ("agent-helpful", "agent-w0u2-win20-helpful"),
 )
 TOTAL_MEASURE = "equal_total_env_steps"
 """The ``measure`` of the explorer study's ``summary.json`` rows: every arm read at the same total
@@ -291,6 +295,43 @@ def view(m: Matrix, plan, view_name: str) -> tuple[list[dict], list[dict]]:
     return rows, diffs
 
 
+def equal_learner(m: Matrix, plan) -> list[dict]:
+    """The explorer study's RSPO arms against their controls at equal *learner* env steps: each
+    seed's RSPO cell at its budget's end (T = 1.0) against the control's evaluation whose learner
+    env steps are closest to that cell's learner's. The learner's optimizer steps are its turns
+    over ``mini_batch_size`` per epoch, so this is also about equal learner updates: it asks what
+    the explorer's episodes did to the learner, its cost in env steps set aside. The control is
+    read at one of its evaluation points (a sixth, a third, two thirds or all of the budget): the
+    distance in learner steps is recorded per comparison (``learner_steps_a``, ``learner_steps_b``)."""
+    diffs = []
+    for env in _envs(m, plan):
+        if m.axis(env) != "total":
+            continue
+        for base in BASES:
+            for a, b in TOTAL_COMPARISONS:
+                seeds = sorted(set(m.seeds(env, base, a)) & set(m.seeds(env, base, b)))
+                if not ARMS[a].has_explorer or ARMS[b].has_explorer or len(seeds) < 2:
+                    continue
+                for metric in metrics_of(env):
+                    va, vb, steps_a, steps_b = [], [], [], []
+                    for seed in seeds:
+                        final = _point(m.record(env, base, a, seed), plan.curve_temperature, None)
+                        evals = [e for e in m.record(env, base, b, seed)["evals"] if e["temperature"] == plan.curve_temperature]
+                        near = min(evals, key=lambda e: abs(e["learner_steps"] - final["learner_steps"]))
+                        va.append(_vector(final, metric))
+                        vb.append(_vector(near, metric))
+                        steps_a.append(final["learner_steps"])
+                        steps_b.append(near["learner_steps"])
+                    d = difference(va, vb, paired_seeds=True)
+                    ka, pa = _describe(a, m.records[(env, base, a)])
+                    kb, pb = _describe(b, m.records[(env, base, b)])
+                    diffs.append({**m.where(env), "base": base, "a": {"arm": ka, "process_reward": pa}, "b": {"arm": kb, "process_reward": pb},
+                                  "metric": metric, "seeds": len(seeds), "mean": d.difference, "ci_low": d.ci_low, "ci_high": d.ci_high,
+                                  "names": [a, b], "learner_steps_a": round(float(np.mean(steps_a))),
+                                  "learner_steps_b": round(float(np.mean(steps_b)))})
+    return diffs
+
+
 def _envs(m: Matrix, plan) -> dict:
     return {e: p for e, p in plan.envs.items() if any(key[0] == e for key in m.records)}
 
@@ -378,12 +419,14 @@ def training_rates(m: Matrix, plan) -> list[dict]:
     return out
 
 
-def _public_total(views: dict, rates: list[dict]) -> tuple[list[dict], list[dict]]:
+def _public_total(views: dict, rates: list[dict], learner: list[dict] = ()) -> tuple[list[dict], list[dict]]:
     """The explorer study's rows and differences in ``summary.json``'s schema, each with
     ``"measure": "equal_total_env_steps"`` and the cell arm's ``name`` (``outcome`` and the N + M
     ``outcome-nm`` share the ``arm`` "outcome"): final held-out ``success`` and ``score``,
-    ``auc_*`` (the whole curve) and ``auc_third_*`` (its first third), and the training rates."""
-    rows, diffs = list(rates), []
+    ``auc_*`` (the whole curve) and ``auc_third_*`` (its first third), and the training rates;
+    ``equal_learner_*`` differences read the control at the RSPO learner's env steps instead
+    (``equal_learner``)."""
+    rows, diffs = list(rates), [{**d, "metric": "equal_learner_" + d["metric"], "measure": TOTAL_MEASURE} for d in learner]
     for view_name, prefix in (("final", ""), ("auc", "auc_"), ("auc_third", "auc_third_")):
         view_rows, view_diffs = views[view_name]
         rows += [{**r, "metric": prefix + r["metric"], "measure": TOTAL_MEASURE} for r in view_rows]
@@ -495,12 +538,19 @@ def tables(views: dict, farmed: list[dict], m: Matrix) -> str:
     return "\n".join(lines) + "\n"
 
 
-def total_tables(views: dict, farmed: list[dict], rates: list[dict]) -> str:
-    """``tables_total.md``: the explorer study's results, every arm at equal total env steps."""
+def total_tables(views: dict, farmed: list[dict], rates: list[dict], learner: list[dict] = ()) -> str:
+    """``tables_total.md``: the explorer study's results, every arm at equal total env steps, and
+    the RSPO arms against their controls at equal learner env steps (``equal_learner``)."""
     lines = _final_and_differences(
         views, "T = 1.0, equal total env steps", {"final_t04": "T = 0.4", "auc": "AUC (speed)", "auc_third": "AUC, first third"},
         (("final", "final, equal total env steps, T = 1.0"), ("auc", "area under the held-out curve"),
          ("auc_third", "area under the first third of the curve"), ("final_t04", "final, T = 0.4")))
+    if learner:
+        lines += ["", "### Paired differences: RSPO's end against its control at equal learner env steps, T = 1.0", "",
+                  "| env | base | a − b | metric | seeds | learner env steps a / b | difference [95 % CI] | verdict |",
+                  "|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {d['env']} | {d['base']} | {d['names'][0]} − {d['names'][1]} | {d['metric']} | {d['seeds']} | "
+                  f"{d['learner_steps_a']:,} / {d['learner_steps_b']:,} | {_fmt(d)} | {_verdict(d)} |" for d in learner]
     lines += ["", "### Training rollouts (per episode, mean over the run; 95 % CI over seeds)", "",
               "| env | base | arm | seeds | learner success | explorer success | explorer − learner | learner's process events (its reward's) | explorer's process events | explorer's share of wins |",
               "|---|---|---|---|---|---|---|---|---|---|"]
@@ -714,7 +764,8 @@ def main(argv: list[str] | None = None) -> int:
     kind = "total" if total else "regimes" if regimes else "matrix"
     if total:
         rates = training_rates(m, plan)
-        rows, diffs = _public_total(views, rates)
+        learner = equal_learner(m, plan)
+        rows, diffs = _public_total(views, rates, learner)
     elif regimes:
         shares = group_shares(m, plan)
         rows, diffs = _public_regimes(views, shares)
@@ -730,8 +781,9 @@ def main(argv: list[str] | None = None) -> int:
         details["group_shares"] = shares
     if total:
         details["training_rates"] = rates
+        details["equal_learner"] = learner
     write_json(out / f"details{suffix}.json", details)
-    text = total_tables(views, farmed, rates) if total else regime_tables(views, farmed, shares) if regimes else tables(views, farmed, m)
+    text = total_tables(views, farmed, rates, learner) if total else regime_tables(views, farmed, shares) if regimes else tables(views, farmed, m)
     (out / f"tables{suffix}.md").write_text(text, encoding="utf-8")
     try:
         import matplotlib  # noqa: F401

@@ -35,10 +35,12 @@ from common import BASE_LABELS, write_json  # noqa: E402
 #: The comparisons ``(a, b)`` of every base, when both arms ran: RSPO's explorer against the
 #: outcome, against the outcome with its N + M samples (what the extra samples alone buy) and
 #: against the dense reward its explorer trains on; the dense rewards and the extra samples
-#: against the outcome.
+#: against the outcome; PPO's explorer arm against its control on the same tasks and episodes
+#: per task (``outcome-nm-matched``, once its cells are run).
 PAIRS = (("agent-helpful", "outcome"), ("agent-helpful", "outcome-nm"), ("agent-helpful", "dense-helpful"),
          ("agent-misaligned", "outcome"), ("agent-misaligned", "dense-misaligned"), ("dense-helpful", "outcome"),
-         ("dense-misaligned", "outcome"), ("outcome-nm", "outcome"))
+         ("dense-misaligned", "outcome"), ("outcome-nm", "outcome"), ("agent-helpful", "outcome-nm-matched"),
+         ("outcome-nm-matched", "outcome"))
 #: What a pair is read at: ``rspo-gym compare --x`` -> the ``measure`` of its rows.
 AXES = {"total_env_steps": "equal_total_env_steps", "learner_env_steps": "equal_learner_env_steps"}
 #: The fast policies, whose rows the fast matrix's reports write (``is_llm``).
