@@ -574,3 +574,20 @@ def test_merging_into_a_cut_off_summary_is_one_line_and_leaves_it_as_it_was(tmp_
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"rspo_matrix_report.py: error: cannot merge into {docs / 'summary.json'}: it is not a summary this report wrote "
         "(cut off, or not JSON rows and differences); move it away or drop --merge-summary")
+
+
+@pytest.mark.parametrize("preset", ["webshop-v1", "llm-alfworld"])
+def test_ppo_s_matched_control_samples_the_explorer_arm_s_tasks_and_episodes_per_task(preset):
+    m = _module("rspo_matrix")
+    key, env_plan = next(iter(m.PLANS[preset].envs.items()))
+    env = m.env_of(key)
+
+    def sampling(base: str, arm: str) -> tuple[int, int]:
+        _, settings = m.trainer_settings(env, base, m.ARMS[arm], 0, env_plan.for_base(base))
+        return settings["num_groups"], settings["group_size"] + settings.get("explorer_group_size", 0)
+
+    tasks, per_task = sampling("ppo", "agent-helpful")
+    assert sampling("ppo", "outcome-nm-matched") == (tasks, per_task) and per_task == 3
+    assert sampling("ppo", "outcome-nm") == (tasks * per_task, 1)  # the unmatched control: one episode on more tasks
+    assert sampling("grpo", "outcome-nm-matched") == sampling("grpo", "outcome-nm") == sampling("grpo", "agent-helpful")
+    assert "outcome-nm-matched" in next(arms for base, _, arms in m.PLANS[preset].cells if base == "ppo")
