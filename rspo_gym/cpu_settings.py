@@ -10,7 +10,7 @@
   trains and plays in it.
 - ``pin_scorer_kernels``: the code paths that make the drrn scorer's floats the same on every
   x86-64 CPU with AVX2, Intel's or AMD's, with or without AVX-512 (``rspo-gym train`` and ``eval``
-  of a drrn model take them; a script calls it first).
+  of a drrn model take them; a script calls it first); ``mkl_branch``: the branch MKL runs.
 
 Why: torch's default is a thread per core, each spinning while it waits for the others. That pays
 only when every thread has a core of its own. On a shared laptop or CI machine the threads spin on
@@ -29,7 +29,7 @@ import sys
 from collections.abc import Iterator, Mapping, MutableMapping
 from pathlib import Path
 
-__all__ = ["prepare_process", "variable_problems", "default_threads", "user_chose_threads", "one_thread", "pin_scorer_kernels"]
+__all__ = ["prepare_process", "variable_problems", "default_threads", "user_chose_threads", "one_thread", "pin_scorer_kernels", "mkl_branch"]
 
 #: OpenMP's wait policy unless the user set one: it changes no result, only who gets the CPU.
 WAIT_POLICY = "PASSIVE"
@@ -172,8 +172,6 @@ def _set_mkl_branch(code: int) -> str:
 
     import torch
 
-    from rspo_gym.quickstart import mkl_branch
-
     if not torch.backends.mkl.is_available():
         return "n/a"
     libraries = sorted((Path(torch.__file__).parent / "lib").glob("*torch_cpu.*"))  # MKL is linked into it
@@ -184,3 +182,28 @@ def _set_mkl_branch(code: int) -> str:
     setter.restype = ctypes.c_int
     setter(ctypes.c_int(code))  # refused (and nothing changed) once MKL has run: the branch read back says
     return mkl_branch()
+
+
+#: ``mkl_cbwr_get``'s branch codes (MKL's ``mkl_types.h``, ``MKL_CBWR_BRANCH_OFF`` to
+#: ``MKL_CBWR_AVX512_E1``): what ``MKL_CBWR`` took effect as; a newer code is shown as its number.
+MKL_BRANCHES = {1: "off", 2: "AUTO", 3: "COMPATIBLE", 4: "SSE2", 6: "SSSE3", 7: "SSE4_1", 8: "SSE4_2", 9: "AVX",
+                10: "AVX2", 11: "AVX512_MIC", 12: "AVX512", 13: "AVX512_MIC_E1", 14: "AVX512_E1"}
+
+
+def mkl_branch() -> str:
+    """MKL's code branch in this process, as MKL reports it (``"off"``: MKL picks per CPU), or
+    ``"n/a"`` where torch carries no MKL (macOS on Apple silicon, aarch64)."""
+    import ctypes
+
+    import torch
+
+    if not torch.backends.mkl.is_available():
+        return "n/a"
+    libraries = sorted((Path(torch.__file__).parent / "lib").glob("*torch_cpu.*"))  # MKL is linked into it
+    try:
+        query = ctypes.CDLL(str(libraries[0])).mkl_serv_cbwr_get
+    except (IndexError, AttributeError, OSError):
+        return "n/a"
+    query.restype = ctypes.c_int
+    code = query(ctypes.c_int(1))  # MKL_CBWR_BRANCH
+    return MKL_BRANCHES.get(code, str(code))

@@ -40,6 +40,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from rspo_gym.cpu_settings import mkl_branch
+
 __all__ = ["QuickstartConfig", "run_quickstart", "alfworld_task_ids", "plan", "estimated_seconds", "held_out_matrix"]
 
 # Measured on the 2-core development machine (``REFERENCE_CPU``, torch's AVX2 kernels pinned), idle,
@@ -84,31 +86,6 @@ def pin_cpu_kernels(capability: str | None) -> None:
     if capability == "avx2":
         os.environ["MKL_CBWR"] = "AVX2"
         os.environ["ONEDNN_MAX_CPU_ISA"] = "AVX2"
-
-
-#: ``mkl_cbwr_get``'s branch codes (MKL's ``mkl_types.h``, ``MKL_CBWR_BRANCH_OFF`` to
-#: ``MKL_CBWR_AVX512_E1``): what ``MKL_CBWR`` took effect as; a newer code is shown as its number.
-MKL_BRANCHES = {1: "off", 2: "AUTO", 3: "COMPATIBLE", 4: "SSE2", 6: "SSSE3", 7: "SSE4_1", 8: "SSE4_2", 9: "AVX",
-                10: "AVX2", 11: "AVX512_MIC", 12: "AVX512", 13: "AVX512_MIC_E1", 14: "AVX512_E1"}
-
-
-def mkl_branch() -> str:
-    """MKL's code branch in this process, as MKL reports it (``"off"``: MKL picks per CPU), or
-    ``"n/a"`` where torch carries no MKL (macOS on Apple silicon, aarch64)."""
-    import ctypes
-
-    import torch
-
-    if not torch.backends.mkl.is_available():
-        return "n/a"
-    libraries = sorted((Path(torch.__file__).parent / "lib").glob("*torch_cpu.*"))  # MKL is linked into it
-    try:
-        query = ctypes.CDLL(str(libraries[0])).mkl_serv_cbwr_get
-    except (IndexError, AttributeError, OSError):
-        return "n/a"
-    query.restype = ctypes.c_int
-    code = query(ctypes.c_int(1))  # MKL_CBWR_BRANCH
-    return MKL_BRANCHES.get(code, str(code))
 
 
 def weights_sha256(policy_dir: str | os.PathLike) -> str:

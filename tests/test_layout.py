@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: The rooms, lowest first: a module may import from its own room and from the rooms below it.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("rspo_gym.errors", "rspo_gym.intervals", "rspo_gym.plotting", "rspo_gym.atomic", "rspo_gym.safe_pickle"),  # leaves: nothing of ours
+    ("rspo_gym.errors", "rspo_gym.intervals", "rspo_gym.plotting", "rspo_gym.atomic", "rspo_gym.safe_pickle",
+     "rspo_gym.cpu_settings"),  # leaves: nothing of ours
     ("rspo_gym.algos",),  # the math: tensors in, tensors out (no envs, no rollouts, no models)
     ("rspo_gym.envs",),  # the text environments
     ("rspo_gym.compat",),  # the originals' Python APIs over the envs
