@@ -591,3 +591,20 @@ def test_ppo_s_matched_control_samples_the_explorer_arm_s_tasks_and_episodes_per
     assert sampling("ppo", "outcome-nm") == (tasks * per_task, 1)  # the unmatched control: one episode on more tasks
     assert sampling("grpo", "outcome-nm-matched") == sampling("grpo", "outcome-nm") == sampling("grpo", "agent-helpful")
     assert "outcome-nm-matched" in next(arms for base, _, arms in m.PLANS[preset].cells if base == "ppo")
+
+
+def test_equal_learner_reads_the_control_where_its_learner_steps_are_nearest_the_rspo_learner_s_end():
+    report = _module("rspo_matrix_report")
+    plan = report.PLANS["webshop-v1"]
+
+    def cell(arm: str, kind: str, seed: int, points: list[tuple[int, float]]) -> dict:
+        evals = [{"temperature": 1.0, "learner_steps": steps, "total_steps": 36_000 * (i + 1) // len(points),
+                  "per_task": [[0, 0, score, score, 0]] * 4} for i, (steps, score) in enumerate(points)]
+        return {"env": "rspo/WebShop-v1", "base": "grpo", "arm": arm, "kind": kind, "process_reward": None, "seed": seed, "evals": evals}
+
+    cells = [cell("agent-helpful", "rspo-explorer", s, [(4_000, 0.0), (23_000, 0.5 + s / 10)]) for s in (0, 1)]
+    cells += [cell("outcome-nm", "outcome", s, [(12_000, 0.1), (24_000, 0.2), (36_000, 0.9)]) for s in (0, 1)]
+    diffs = report.equal_learner(report.Matrix(cells, [], plan), plan)
+    assert [(d["names"], d["metric"]) for d in diffs] == [(["agent-helpful", "outcome-nm"], m) for m in ("success", "score")]
+    assert diffs[0]["learner_steps_a"] == 23_000 and diffs[0]["learner_steps_b"] == 24_000  # not the control's end (36,000)
+    assert diffs[0]["mean"] == pytest.approx(0.55 - 0.2)
