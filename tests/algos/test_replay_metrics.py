@@ -74,3 +74,37 @@ def test_revisits_credit_the_last_label_and_keep_the_newest():
     assert metrics == {"revisits_explorer_only": 1.0, "revisit_success_explorer_only": 0.75,
                        "revisits_nobody": 1.0, "revisit_success_nobody": 0.0}
     assert pending == {2: "explorer_only"}
+
+
+def test_the_trainer_measures_the_replay_of_its_merged_update():
+    """Wiring: the trainer splits the replayed rows by their trajectory's outcome, and before any
+    update the log-prob gain of every winning row is 0 (the extra forward reads the same weights)."""
+    from dataclasses import replace
+
+    from rspo_gym.algos import RSPOTrainer
+    from rspo_gym.training.rspo import merge_replay
+
+    fast = dict(model="drrn", num_groups=2, group_size=2, explorer_group_size=1, max_turns=3, eval_every=0, progress=False,
+                seed=0, replay_age=2, checkpoint_every=0, is_cap=2.0)
+    trainer = RSPOTrainer("rspo/ALFWorld-v0", **fast)
+    trainer.train_on(trainer.collect(0), 0)  # the learner moves away from the explorer: weights differ from 1
+    rollout = trainer.collect(1)
+    merged = merge_replay(rollout, trainer.buffer, 1, trainer.config.replay_age)
+    # call one replayed and one learner trajectory won, whatever they played
+    replayed_traj = next(t.traj_id for t in merged.trajectories if t.source != "learner")
+    own_traj = next(t.traj_id for t in merged.trajectories if t.source == "learner")
+    merged = type(merged)(merged.rows, [replace(t, won=t.traj_id in (replayed_traj, own_traj)) for t in merged.trajectories])
+    inputs = trainer.learner_inputs(merged)
+    metrics = trainer.replay_metrics(merged, inputs)
+    trainer.close()
+
+    mask = inputs["batch"].response_mask.bool()
+    replayed = torch.tensor([r.source != "learner" for r in merged.rows])
+    winning = torch.tensor([r.traj_id == replayed_traj for r in merged.rows])
+    assert metrics["explorer/replay_win_tokens"] == float(mask[winning].sum()) > 0
+    assert metrics["explorer/replay_win_tokens"] + metrics["explorer/replay_loss_tokens"] == float(mask[replayed].sum())
+    assert metrics["explorer/is_weight_win"] == pytest.approx(float(inputs["is_weights"][winning][mask[winning]].mean()))
+    assert metrics["explorer/replay_win_logp_tokens"] == metrics["explorer/replay_win_tokens"]
+    assert metrics["explorer/own_win_logp_tokens"] > 0
+    assert metrics["explorer/replay_win_logp_gain"] == pytest.approx(0.0, abs=1e-5)
+    assert metrics["explorer/own_win_logp_gain"] == pytest.approx(0.0, abs=1e-5)
