@@ -2,12 +2,12 @@
 
 Reads the ``mechanism`` rows that explorer cells of ``benchmarks/rspo_matrix.py`` record (the
 trainer's ``explorer/`` replay metrics, ``docs/metrics.md``), pools each cell's iterations by their
-counts (a ratio of sums, never a mean of empty iterations), and prints one row per measure: the
-mean over seeds and its 95 % bootstrap interval over seeds (``rspo_gym.intervals``). With
+counts (a ratio of sums, never a mean of empty iterations), and prints, per base, one row per
+measure: the mean over seeds and its 95 % bootstrap interval over seeds (``rspo_gym.intervals``). With
 ``--archive``, it also checks that every cell's other numbers equal the archived cell's: the
 measures must not have changed the run.
 
-    python benchmarks/replay_mechanism.py results/webshop-v1-mechanism \\
+    python benchmarks/replay_mechanism.py results/webshop-v1-mechanism results/webshop-v1-mechanism-other \\
         --archive docs/results_fast/webshop_v1_cells.tar.gz --json docs/results_fast/replay_mechanism.json
 """
 
@@ -84,21 +84,24 @@ def archive_differences(cells: dict[str, dict], archive: Path) -> dict[str, list
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("results", type=Path, help="a matrix folder holding cells/")
+    parser.add_argument("results", type=Path, nargs="+", help="matrix folders holding cells/")
     parser.add_argument("--archive", type=Path, default=None, help="a cells archive (.tar.gz) the cells must reproduce")
     parser.add_argument("--json", type=Path, default=None, help="write the summary here")
     args = parser.parse_args(argv)
-    cells = {p.stem: json.loads(p.read_text()) for p in sorted((args.results / "cells").glob("*.json"))}
+    cells = {p.stem: json.loads(p.read_text()) for folder in args.results for p in sorted((folder / "cells").glob("*.json"))}
     cells = {stem: cell for stem, cell in cells.items() if "mechanism" in cell}
     if not cells:
-        print(f"no cell with recorded replay measures in {args.results / 'cells'}", file=sys.stderr)
+        print(f"no cell with recorded replay measures in {', '.join(str(f / 'cells') for f in args.results)}", file=sys.stderr)
         return 2
-    summary = {"cells": sorted(cells), "measures": summarise(cells)}
+    bases = sorted({cell["base"] for cell in cells.values()})
+    summary = {"cells": sorted(cells),
+               "measures": {base: summarise({k: c for k, c in cells.items() if c["base"] == base}) for base in bases}}
     print(f"{len(cells)} cells: {', '.join(sorted(cells))}\n")
-    print("| measure | seeds | total count | mean over seeds [95 % CI] |\n|---|---|---|---|")
-    for row in summary["measures"].values():
-        ci = f"{row['mean']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}]" if row.get("seeds") else "–"
-        print(f"| {row['name']} | {row['seeds']} | {row.get('count', '')} | {ci} |")
+    print("| base | measure | seeds | total count | mean over seeds [95 % CI] |\n|---|---|---|---|---|")
+    for base in bases:
+        for row in summary["measures"][base].values():
+            ci = f"{row['mean']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}]" if row.get("seeds") else "–"
+            print(f"| {base} | {row['name']} | {row['seeds']} | {row.get('count', '')} | {ci} |")
     if args.archive:
         summary["archive_differences"] = archive_differences(cells, args.archive)
         differing = {k: v for k, v in summary["archive_differences"].items() if v}
