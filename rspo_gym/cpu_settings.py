@@ -26,7 +26,7 @@ import contextlib
 import os
 import re
 import sys
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from pathlib import Path
 
 __all__ = ["prepare_process", "variable_problems", "default_threads", "user_chose_threads", "one_thread", "pin_scorer_kernels", "mkl_branch"]
@@ -170,18 +170,29 @@ def _set_mkl_branch(code: int) -> str:
     return the branch it runs: ``quickstart.mkl_branch``'s name, ``"n/a"`` without MKL."""
     import ctypes
 
+    setter = _mkl_function("mkl_serv_cbwr_set")
+    if setter is None:
+        return "n/a"
+    setter(ctypes.c_int(code))  # refused (and nothing changed) once MKL has run: the branch read back says
+    return mkl_branch()
+
+
+def _mkl_function(name: str) -> Callable[..., int] | None:
+    """MKL's C function ``name`` from the MKL linked into torch's CPU library, returning an int;
+    None where torch carries no MKL (macOS on Apple silicon, aarch64) or the symbol is missing."""
+    import ctypes
+
     import torch
 
     if not torch.backends.mkl.is_available():
-        return "n/a"
+        return None
     libraries = sorted((Path(torch.__file__).parent / "lib").glob("*torch_cpu.*"))  # MKL is linked into it
     try:
-        setter = ctypes.CDLL(str(libraries[0])).mkl_serv_cbwr_set
+        function = getattr(ctypes.CDLL(str(libraries[0])), name)
     except (IndexError, AttributeError, OSError):
-        return "n/a"
-    setter.restype = ctypes.c_int
-    setter(ctypes.c_int(code))  # refused (and nothing changed) once MKL has run: the branch read back says
-    return mkl_branch()
+        return None
+    function.restype = ctypes.c_int
+    return function
 
 
 #: ``mkl_cbwr_get``'s branch codes (MKL's ``mkl_types.h``, ``MKL_CBWR_BRANCH_OFF`` to
@@ -195,15 +206,8 @@ def mkl_branch() -> str:
     ``"n/a"`` where torch carries no MKL (macOS on Apple silicon, aarch64)."""
     import ctypes
 
-    import torch
-
-    if not torch.backends.mkl.is_available():
+    query = _mkl_function("mkl_serv_cbwr_get")
+    if query is None:
         return "n/a"
-    libraries = sorted((Path(torch.__file__).parent / "lib").glob("*torch_cpu.*"))  # MKL is linked into it
-    try:
-        query = ctypes.CDLL(str(libraries[0])).mkl_serv_cbwr_get
-    except (IndexError, AttributeError, OSError):
-        return "n/a"
-    query.restype = ctypes.c_int
     code = query(ctypes.c_int(1))  # MKL_CBWR_BRANCH
     return MKL_BRANCHES.get(code, str(code))
