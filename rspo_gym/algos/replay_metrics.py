@@ -8,6 +8,7 @@ has; these functions hold the arithmetic, the trainer (``rspo_gym.training.rspo`
   on winning and on losing replayed rows.
 - ``logp_gain``: does the learner move toward the explorer's winning actions? The mean change of
   its log-prob on those tokens across the iteration's update.
+- ``summed`` / ``from_sums``: the same means pooled over ranks, as totals that add up.
 - ``task_labels`` and ``revisits``: does a goal only the explorer won become one the learner wins?
   Each task played is labelled by who won it; when a labelled task is next played, the learner's
   success on it is credited to the label, against goals nobody won as the comparison.
@@ -23,7 +24,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["LOW_WEIGHT", "LABELS", "is_weight_stats", "logp_gain", "task_labels", "revisits"]
+__all__ = ["LOW_WEIGHT", "LABELS", "MEANS_OVER", "is_weight_stats", "logp_gain", "summed", "from_sums", "task_labels", "revisits"]
 
 #: a replayed token whose weight is below this contributes less than a tenth of an on-policy token
 LOW_WEIGHT = 0.1
@@ -69,6 +70,41 @@ def logp_gain(before: torch.Tensor, after: torch.Tensor, mask: torch.Tensor) -> 
     delta = _masked(after.float() - before.float(), mask, torch.ones(mask.shape[0], dtype=torch.bool))
     n = delta.numel()
     return float(n), float(delta.mean()) if n else 0.0
+
+
+#: Each count of ``is_weight_stats`` and of the trainer's ``logp_gain`` rows, and the means over it.
+MEANS_OVER = {
+    "replay_win_tokens": ("is_weight_win", "is_weight_win_low"),
+    "replay_loss_tokens": ("is_weight_loss", "is_weight_loss_low"),
+    "replay_win_logp_tokens": ("replay_win_logp_gain",),
+    "own_win_logp_tokens": ("own_win_logp_gain",),
+}
+
+
+def summed(stats: dict[str, float]) -> list[float]:
+    """The counts, then each mean times its count: totals that ranks can add, so that the pooled
+    means weight every token alike whichever rank held it (``from_sums`` divides back).
+
+    >>> summed({"replay_win_tokens": 4.0, "is_weight_win": 0.5, "is_weight_win_low": 0.25, "replay_loss_tokens": 0.0,
+    ...         "is_weight_loss": 0.0, "is_weight_loss_low": 0.0, "replay_win_logp_tokens": 2.0,
+    ...         "replay_win_logp_gain": 0.1, "own_win_logp_tokens": 0.0, "own_win_logp_gain": 0.0})
+    [4.0, 0.0, 2.0, 0.0, 2.0, 1.0, 0.0, 0.0, 0.2, 0.0]
+    """
+    return [stats[n] for n in MEANS_OVER] + [stats[m] * stats[n] for n, means in MEANS_OVER.items() for m in means]
+
+
+def from_sums(totals: list[float]) -> dict[str, float]:
+    """``summed``'s totals back as counts and means (a mean over no tokens is 0).
+
+    >>> from_sums([4.0, 0.0, 2.0, 0.0, 2.0, 1.0, 0.0, 0.0, 0.2, 0.0])["is_weight_win_low"]
+    0.25
+    """
+    counts = dict(zip(MEANS_OVER, totals))
+    out = dict(counts)
+    keys = [(n, m) for n, means in MEANS_OVER.items() for m in means]
+    for (n, m), total in zip(keys, totals[len(MEANS_OVER):]):
+        out[m] = total / counts[n] if counts[n] else 0.0
+    return out
 
 
 def task_labels(trajectories: Iterable[Any]) -> dict[Any, tuple[str, float]]:

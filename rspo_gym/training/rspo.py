@@ -46,7 +46,7 @@ from rspo_gym.training.config import RSPOConfig
 from rspo_gym.training.dynamic_sampling import concat_rollouts
 from rspo_gym.training.envs import env_pool_settings, make_vector_env
 from rspo_gym.algos.losses import trajectory_is_weights, truncated_is_weights
-from rspo_gym.algos.replay_metrics import is_weight_stats, logp_gain, revisits, task_labels
+from rspo_gym.algos.replay_metrics import from_sums, is_weight_stats, logp_gain, revisits, summed, task_labels
 from rspo_gym.training.trainer import Trainer
 from rspo_gym.errors import UserError
 from rspo_gym.rollout.collector import collect
@@ -467,7 +467,7 @@ class RSPOTrainer(Trainer):
     def replay_metrics(self, merged: Rollout, inputs: dict[str, Any]) -> dict[str, float]:
         """The importance weights of the replayed rows by outcome, and how far the update moved the
         learner's log-probs of the winning actions, replayed and its own: one extra forward pass,
-        without gradients, over the winning rows only (``replay_metrics``; this rank's rows)."""
+        without gradients, over the winning rows only (``replay_metrics``), pooled over ranks."""
         batch = inputs["batch"]
         won_traj = {t.traj_id: t.won for t in merged.trajectories}
         won = torch.tensor([bool(won_traj.get(r.traj_id, False)) for r in merged.rows], dtype=torch.bool)
@@ -485,6 +485,8 @@ class RSPOTrainer(Trainer):
         for name, rows in (("replay_win", won & replayed), ("own_win", won & ~replayed)):
             tokens, gain = logp_gain(before[rows], after[rows], mask[rows])
             stats[f"{name}_logp_gain"], stats[f"{name}_logp_tokens"] = gain, tokens
+        if self.dist.world_size > 1:  # every rank's rows, as one process would count them
+            stats = from_sums(self.dist.sum(summed(stats)))
         return {f"explorer/{k}": v for k, v in stats.items()}
 
     # -- checkpoints
