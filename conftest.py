@@ -6,9 +6,10 @@ so the suite never writes into the repository. torch's thread count is restored 
 a test that sets it (a benchmark's worker run in-process) would otherwise change the floating-point
 reductions of every later test, so runs that must be bitwise equal to a subprocess's stop being so.
 
-Tests marked ``long`` run a README command whole and check the numbers the page quotes; two of
-them would take the suite past its 15-minute budget on 2 cores, so they run only where
-``RSPO_GYM_LONG_TESTS=1`` asks for them (before a release, or after changing what they check).
+Tests marked ``long`` run a README command or an archived study cell whole and check the numbers
+the page or the archive holds; together they would take the suite past its 15-minute budget on 2
+cores, so they run only where ``RSPO_GYM_LONG_TESTS=1`` asks for them (before a release, or after
+changing what they check).
 """
 
 import os
@@ -20,7 +21,7 @@ import pytest
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if os.environ.get("RSPO_GYM_LONG_TESTS") == "1":
         return
-    skip = pytest.mark.skip(reason="runs a README command whole (minutes); set RSPO_GYM_LONG_TESTS=1 to run it")
+    skip = pytest.mark.skip(reason="runs a README command or a study cell whole; set RSPO_GYM_LONG_TESTS=1 to run it")
     for item in items:
         if "long" in item.keywords:
             item.add_marker(skip)

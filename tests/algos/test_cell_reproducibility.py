@@ -70,6 +70,7 @@ def test_one_cell_of_each_base_reruns_to_its_archived_numbers(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_the_webshop_v1_study_s_ppo_explorer_cell_reruns_to_its_archived_numbers(tmp_path):
     name = "WebShop-v1-ppo-agent-helpful-seed0"
     with tarfile.open(V1_ARCHIVE) as tar:
