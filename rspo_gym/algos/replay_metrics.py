@@ -12,6 +12,11 @@ has; these functions hold the arithmetic, the trainer (``rspo_gym.training.rspo`
 - ``task_labels`` and ``revisits``: does a goal only the explorer won become one the learner wins?
   Each task played is labelled by who won it; when a labelled task is next played, the learner's
   success on it is credited to the label, against goals nobody won as the comparison.
+- ``run_labels``, ``transfer_sample`` and ``transfer_summary``: the same question where goals are
+  rarely played twice (a large pool). Each goal gets one label over the whole run, and at the end
+  a sample of each label is played by the learner's start and final weights on the same episodes:
+  the transfer is the explorer-only goals' gain less the nobody-won goals' gain (a difference in
+  differences, so that what the learner learnt everywhere is not credited to the explorer).
 
 Every mean comes with its count (tokens or tasks), 0 when there is nothing to average, so that
 means over iterations weight by the count instead of averaging empty iterations.
@@ -19,12 +24,16 @@ means over iterations weight by the count instead of averaging empty iterations.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import random
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
 
-__all__ = ["LOW_WEIGHT", "LABELS", "MEANS_OVER", "is_weight_stats", "logp_gain", "summed", "from_sums", "task_labels", "revisits"]
+__all__ = [
+    "LOW_WEIGHT", "LABELS", "MEANS_OVER", "is_weight_stats", "logp_gain", "summed", "from_sums", "task_labels", "revisits",
+    "run_labels", "transfer_sample", "transfer_summary",
+]
 
 #: a replayed token whose weight is below this contributes less than a tenth of an on-policy token
 LOW_WEIGHT = 0.1
@@ -153,3 +162,64 @@ def revisits(pending: Mapping[Any, str], played: Mapping[Any, tuple[str, float]]
     kept = {task: label for task, label in pending.items() if task not in played}
     kept.update({task: label for task, (label, _) in played.items() if label in LABELS})
     return metrics, kept
+
+
+def run_labels(labels: Mapping[Any, str], played: Mapping[Any, tuple[str, float]]) -> dict[Any, str]:
+    """Each goal's label over the whole run so far: ``learner`` once the learner won it in any
+    play, else ``explorer_only`` once an explorer won it, else ``nobody``. Both compared labels thus
+    hold goals the learner never won in training, which is what makes them comparable.
+
+    >>> run_labels({1: "explorer_only", 2: "nobody", 3: "nobody"}, {1: ("nobody", 0.0), 2: ("explorer_only", 0.0), 3: ("learner", 0.5)})
+    {1: 'explorer_only', 2: 'explorer_only', 3: 'learner'}
+    """
+    rank = {"nobody": 0, "explorer_only": 1, "learner": 2}
+    out = dict(labels)
+    for task, (label, _) in played.items():
+        if task not in out or rank[label] > rank[out[task]]:
+            out[task] = label
+    return out
+
+
+def transfer_sample(labels: Mapping[Any, str], per_label: int, seed: int) -> dict[str, list[Any]]:
+    """Up to ``per_label`` goals of each compared label, drawn without replacement by ``seed``
+    from the goals in sorted order (so the draw depends on the labels, not on the order in which
+    ranks or iterations met the goals).
+
+    >>> transfer_sample({5: "nobody", 1: "explorer_only", 2: "nobody", 3: "learner", 4: "nobody"}, 2, seed=0)
+    {'explorer_only': [1], 'nobody': [2, 4]}
+    """
+    rng = random.Random(seed)
+    out = {}
+    for label in LABELS:
+        goals = _in_order([task for task, got in labels.items() if got == label])
+        out[label] = _in_order(rng.sample(goals, min(per_label, len(goals))))
+    return out
+
+
+def _in_order(tasks: list[Any]) -> list[Any]:
+    """Task ids sorted: by value (ids are numbers or names), by text when they do not compare."""
+    try:
+        return sorted(tasks)
+    except TypeError:
+        return sorted(tasks, key=repr)
+
+
+def transfer_summary(start: Mapping[str, Sequence[float]], end: Mapping[str, Sequence[float]]) -> dict[str, float]:
+    """Per label, its goals' share of episodes won by the start and by the final weights (the same
+    episodes, as per-goal means) and the gain; ``transfer`` is the explorer-only gain less the
+    nobody-won gain (NaN when a label has no goals: nothing to compare).
+
+    >>> transfer_summary({"explorer_only": [0.0, 0.5], "nobody": [0.0, 0.0]}, {"explorer_only": [0.5, 0.5], "nobody": [0.25, 0.0]})
+    {'explorer_only_tasks': 2.0, 'explorer_only_start': 0.25, 'explorer_only_end': 0.5, 'explorer_only_gain': 0.25, \
+'nobody_tasks': 2.0, 'nobody_start': 0.0, 'nobody_end': 0.125, 'nobody_gain': 0.125, 'transfer': 0.125}
+    """
+    out: dict[str, float] = {}
+    for label in LABELS:
+        before, after = list(start[label]), list(end[label])
+        n = len(before)
+        out[f"{label}_tasks"] = float(n)
+        out[f"{label}_start"] = sum(before) / n if n else float("nan")
+        out[f"{label}_end"] = sum(after) / n if n else float("nan")
+        out[f"{label}_gain"] = out[f"{label}_end"] - out[f"{label}_start"]
+    out["transfer"] = out["explorer_only_gain"] - out["nobody_gain"]
+    return out

@@ -462,6 +462,15 @@ class RSPOConfig(GiGPOConfig, PPOConfig):
     only (each rank's buffer holds its own groups)."""
     anneal_iterations: int = 10
     """``anneal``: iterations over which beta goes from 0 (dense) to 1 (outcome)."""
+    transfer_tasks: int = 0
+    """``explorer``: goals per label on which the end of ``learn()`` measures whether the
+    explorer's wins transfer to its learner (``RSPOTrainer.measure_transfer``, ``transfer.json``):
+    up to this many goals that only the explorer won in training, and as many that nobody won,
+    each played by the learner's start and final weights. 0: off. On, the start weights are kept
+    (in memory and in checkpoints) for the whole run."""
+    transfer_episodes: int = 4
+    """Episodes per goal of that measurement, at ``eval_temperature``, the same episodes for the
+    start and the final weights."""
 
 
 def save_config(config: TrainerConfig, path: str | Path, **run_info: Any) -> None:

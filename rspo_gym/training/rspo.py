@@ -35,6 +35,8 @@ The paper's text is unavailable; F1 follows the only mechanism description found
 from __future__ import annotations
 
 import copy
+import json
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -46,8 +48,10 @@ from rspo_gym.training.config import RSPOConfig
 from rspo_gym.training.dynamic_sampling import concat_rollouts
 from rspo_gym.training.envs import env_pool_settings, make_vector_env
 from rspo_gym.algos.losses import trajectory_is_weights, truncated_is_weights
-from rspo_gym.algos.replay_metrics import from_sums, is_weight_stats, logp_gain, revisits, summed, task_labels
+from rspo_gym.algos.replay_metrics import from_sums, is_weight_stats, logp_gain, revisits, run_labels, summed, task_labels
+from rspo_gym.atomic import write_text_atomic
 from rspo_gym.training.trainer import Trainer
+from rspo_gym.training.transfer import detached_copy, measure_transfer
 from rspo_gym.errors import UserError
 from rspo_gym.rollout.collector import collect
 from rspo_gym.rollout.trajectory import Rollout, group_outcomes, to_batch
@@ -169,6 +173,15 @@ class RSPOTrainer(Trainer):
         self._synced = False  # the explorer was re-synced before this iteration's rollout
         self._warmup_steps = self._warmup_tokens = 0  # the explorer's warm-up's env steps and tokens, counted in iteration 0's
         self.pending_labels: dict[Any, str] = {}  # task id -> who won it when last played (``replay_metrics.revisits``)
+        self.run_labels: dict[Any, str] = {}  # task id -> who won it over the run (``transfer_tasks``)
+        self._start_weights: Any = None  # the learner's weights when its run began (``transfer_tasks``)
+        self.transfer: dict[str, Any] | None = None  # the end of learn()'s ``measure_transfer``
+        if c.transfer_tasks and (c.swap != "explorer" or c.explorer_group_size == 0):
+            raise UserError("transfer_tasks measures what an explorer's wins teach its learner: it needs swap='explorer' "
+                            "and explorer_group_size > 0")
+        if c.transfer_tasks and self.dist.shards_state:
+            raise UserError("transfer_tasks keeps a copy of the learner's start weights, which FSDP / DeepSpeed shard: "
+                            "measure it under DDP or in one process")
         if c.swap == "explorer" and c.explorer_group_size > 0:
             if self.env_factory is None:
                 raise ValueError(
@@ -394,6 +407,8 @@ class RSPOTrainer(Trainer):
         explorer_rollout = self._explorer_rollout
         played = task_labels(self.gathered(rollout).trajectories + self.gathered(explorer_rollout).trajectories)
         transfer, self.pending_labels = revisits(self.pending_labels, played)
+        if c.transfer_tasks:
+            self.run_labels = run_labels(self.run_labels, played)
         metrics.update({f"explorer/{k}": v for k, v in transfer.items()})
         metrics.update({k.replace("rollout/", "explorer/"): v for k, v in self.rollout_metrics(self.gathered(explorer_rollout)).items()})
         replayed, steps, tokens = self.dist.sum([
@@ -501,6 +516,9 @@ class RSPOTrainer(Trainer):
                 state["explorer_optimizer"] = self.explorer_optimizer.state_dict()
             state["buffers"] = self.dist.gather([self.buffer])  # rank-local, with its groups
             state["pending_labels"] = self.dist.gather([self.pending_labels])
+            if self.config.transfer_tasks:
+                state["run_labels"] = self.dist.gather([self.run_labels])
+                state["transfer_start"] = self._start_weights
         return state
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -523,3 +541,62 @@ class RSPOTrainer(Trainer):
         labels = state.get("pending_labels")  # absent from checkpoints written before it was logged
         if labels is not None and len(labels) == self.dist.world_size:
             self.pending_labels = dict(labels[self.dist.rank])
+        if self.config.transfer_tasks and state.get("transfer_start") is not None:
+            self.run_labels = _merged_labels(state["run_labels"])  # every rank's: a union, whatever the ranks now
+            self._start_weights = state["transfer_start"]
+
+    # -- transfer of the explorer's wins
+    def _open_run(self, total: int, **kwargs: Any):
+        folder = super()._open_run(total, **kwargs)
+        if self.config.transfer_tasks and self._start_weights is None and self.iteration == 0:
+            self._start_weights = detached_copy(self.policy.state_dict())
+        return folder
+
+    def measure_transfer(self, temperature: float | None = None) -> dict[str, Any]:
+        """Did the goals only the explorer won become goals the learner wins? Up to
+        ``transfer_tasks`` such goals and as many that nobody won are played ``transfer_episodes``
+        times each by the learner's start and final weights (``training/transfer.py``); the result's
+        ``transfer`` is the explorer-only goals' gain less the nobody-won goals' gain
+        (``docs/metrics.md``). ``temperature`` overrides ``eval_temperature``. The end of
+        ``learn()`` calls it when ``transfer_tasks`` is set; call it again for another temperature."""
+        c = self.config
+        if not c.transfer_tasks:
+            raise UserError("measure_transfer() needs the labels and start weights a run keeps when transfer_tasks > 0")
+        if self._start_weights is None:
+            raise UserError("measure_transfer() needs the learner's start weights: they are kept from the first learn() of a "
+                            "run with transfer_tasks > 0 (a checkpoint written without it has none)")
+        labels = _merged_labels(self.dist.gather([self.run_labels]))
+        result = measure_transfer(self, self._start_weights, labels, tasks=c.transfer_tasks, episodes=c.transfer_episodes,
+                                  seed=c.seed, temperature=temperature)
+        return {**result, "temperature": c.eval_temperature if temperature is None else temperature}
+
+    def _save_results(self) -> None:
+        """The base's end products, after ``transfer.json`` (``measure_transfer``) when asked for."""
+        if self.config.transfer_tasks and self.history and self._start_weights is None and self.dist.is_main:
+            print("transfer not measured: this run was resumed from a checkpoint written without transfer_tasks, "
+                  "which kept no start weights")
+        elif self.config.transfer_tasks and self.history:
+            self.transfer = self.measure_transfer()
+            if self.dist.is_main:
+                text = json.dumps(_nan_to_none(self.transfer), indent=2)
+                write_text_atomic(self._require_output_dir() / "transfer.json", text + "\n")
+        super()._save_results()
+
+
+def _merged_labels(parts: list[dict[Any, str]]) -> dict[Any, str]:
+    """One goal-label map from several ranks' (or checkpoints'): a goal keeps its strongest label."""
+    labels: dict[Any, str] = {}
+    for part in parts:
+        labels = run_labels(labels, {task: (label, 0.0) for task, label in part.items()})
+    return labels
+
+
+def _nan_to_none(value: Any) -> Any:
+    """JSON without NaN (a label without goals has no success): ``null`` instead, as strict readers need."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _nan_to_none(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_nan_to_none(item) for item in value]
+    return value

@@ -233,6 +233,8 @@ class Trainer:
         unknown = set(overrides) - set(config.to_dict())
         if unknown:
             raise unknown_fields_error(type(config), unknown)
+        if isinstance(overrides.get("output_dir"), os.PathLike):  # a pathlib.Path, as SB3's paths take; the config keeps text
+            overrides["output_dir"] = os.fspath(overrides["output_dir"])
         self.config = replace(config, **overrides)  # validated by the config (``validation.py``)
         for problem in variable_problems():  # the command line refuses them; a script is told, and runs
             warnings.warn(problem, RuntimeWarning, stacklevel=2)
@@ -875,7 +877,7 @@ class Trainer:
 
     def evaluate(
         self, tasks: int | None = None, *, task_ids: list[int] | None = None, split: str | None = None,
-        return_episodes: bool = False,
+        return_episodes: bool = False, temperature: float | None = None, training_envs: bool = False,
     ) -> dict[str, float] | tuple[dict[str, float], list[Trajectory]]:
         """Success and score on held-out tasks, one greedy-or-low-temperature episode each.
 
@@ -885,6 +887,8 @@ class Trainer:
         episodes per task narrow an interval for less than more tasks). ``return_episodes=True``
         also returns each episode's ``Trajectory`` in the order of the ids (as Stable-Baselines3's
         ``evaluate_policy(return_episode_rewards=True)``), for intervals over tasks and episodes.
+        ``temperature`` overrides ``eval_temperature``; ``training_envs=True`` plays the training
+        envs' own split (the goals the run trained on) instead of a held-out one.
         """
         c = self.config
         started = time.perf_counter()
@@ -894,9 +898,13 @@ class Trainer:
             reset: dict[str, Any] = {"seed": c.eval_seed + share.start}
         else:
             share = group_share(len(ids), self.dist.world_size, self.dist.rank)  # this rank's tasks
-            venv = self._evaluation_env(len(share), split or c.eval_split or default_eval_split(self.env_id))
+            held_out = None if training_envs else split or c.eval_split or default_eval_split(self.env_id)
+            venv = self._evaluation_env(len(share), held_out)
             reset = {"task_ids": [ids[i] for i in share]}
         config = self.collect_config(0, evaluation=True)
+        if temperature is not None:
+            checked = replace(c, eval_temperature=temperature)  # the config's own rule for the value
+            config = replace(config, generation=replace(config.generation, temperature=checked.eval_temperature))
         seeds = [_seed(c.eval_seed, i, m) for i in share for m in range(venv.group_size)]
         with self.dist.full_weights(self.policy), self._evaluation_display(venv.num_envs) as on_turn, self._threads():
             rollout = collect(self.policy, venv, config, **reset, row_seeds=seeds, on_turn=on_turn)

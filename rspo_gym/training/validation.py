@@ -372,6 +372,8 @@ RULES: dict[str, Rule] = {
     "is_level": _choice("is_level"),
     "replay_task_share": _number(0, 1),
     "anneal_iterations": _int(1),
+    "transfer_tasks": _int(0, MAX_ENVS),
+    "transfer_episodes": _int(1, MAX_GROUP_SIZE),
 }
 
 
@@ -403,6 +405,9 @@ def _check_across_fields(config: Any) -> None:
     if getattr(config, "swap", None) == "explorer" and config.num_groups * config.explorer_group_size > MAX_ENVS:
         raise UserError(f"num_groups x explorer_group_size must be at most {MAX_ENVS} explorer envs per iteration, "
                         f"got {config.num_groups} x {config.explorer_group_size}")
+    if 2 * getattr(config, "transfer_tasks", 0) * getattr(config, "transfer_episodes", 1) > MAX_ENVS:
+        raise UserError(f"2 x transfer_tasks x transfer_episodes must be at most {MAX_ENVS} envs (both labels' episodes are "
+                        f"played at once), got 2 x {config.transfer_tasks} x {config.transfer_episodes}")
     if config.generation_backend in ("vllm", "vllm-server") and config.constrained:
         raise UserError(
             f"constrained decoding is HF-only: set constrained=False with generation_backend={config.generation_backend!r} "

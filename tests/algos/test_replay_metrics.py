@@ -9,7 +9,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from rspo_gym.algos.losses import truncated_is_weights  # noqa: E402
-from rspo_gym.algos.replay_metrics import is_weight_stats, logp_gain, revisits, task_labels  # noqa: E402
+from rspo_gym.algos.replay_metrics import (  # noqa: E402
+    is_weight_stats, logp_gain, revisits, run_labels, task_labels, transfer_sample, transfer_summary,
+)
 
 
 def test_weights_split_by_outcome_on_response_tokens_only():
@@ -74,6 +76,46 @@ def test_revisits_credit_the_last_label_and_keep_the_newest():
     assert metrics == {"revisits_explorer_only": 1.0, "revisit_success_explorer_only": 0.75,
                        "revisits_nobody": 1.0, "revisit_success_nobody": 0.0}
     assert pending == {2: "explorer_only"}
+
+
+def test_run_labels_keep_the_strongest_label_a_goal_ever_got():
+    labels = run_labels({}, task_labels([played(1, False), played(1, True, "explorer"), played(2, False), played(2, False, "explorer")]))
+    assert labels == {1: "explorer_only", 2: "nobody"}
+    # later plays: nobody wins 1 (it stays explorer-only), the explorer alone wins 2, the learner wins 1's sibling 3
+    later = task_labels([played(1, False), played(1, False, "explorer"), played(2, False), played(2, True, "explorer"),
+                         played(3, True), played(3, False, "explorer")])
+    labels = run_labels(labels, later)
+    assert labels == {1: "explorer_only", 2: "explorer_only", 3: "learner"}
+    # a learner win anywhere makes the goal the learner's for good
+    assert run_labels(labels, {1: ("learner", 0.25)})[1] == "learner"
+    assert run_labels(labels, {3: ("nobody", 0.0)})[3] == "learner"
+
+
+def test_transfer_sample_is_seeded_capped_and_ignores_insertion_order():
+    labels = {task: ("explorer_only" if task % 3 == 0 else "nobody" if task % 3 == 1 else "learner") for task in range(30)}
+    sample = transfer_sample(labels, 4, seed=7)
+    assert set(sample) == {"explorer_only", "nobody"}
+    assert len(sample["explorer_only"]) == len(sample["nobody"]) == 4
+    assert all(t % 3 == 0 for t in sample["explorer_only"]) and all(t % 3 == 1 for t in sample["nobody"])
+    assert sample["nobody"] == sorted(sample["nobody"])
+    shuffled = dict(reversed(list(labels.items())))
+    assert transfer_sample(shuffled, 4, seed=7) == sample
+    assert transfer_sample(labels, 4, seed=8) != sample
+    assert transfer_sample(labels, 100, seed=7)["explorer_only"] == list(range(0, 30, 3))  # fewer goals than asked: all
+    assert transfer_sample({2: "nobody", "b": "nobody"}, 5, seed=0)["nobody"] == ["b", 2]  # ids that do not compare: by repr
+
+
+def test_transfer_is_a_difference_in_differences_of_goal_means():
+    start = {"explorer_only": [0.0, 0.25, 0.5], "nobody": [0.0, 0.0, 0.25, 0.25]}
+    end = {"explorer_only": [0.5, 0.25, 0.75], "nobody": [0.25, 0.0, 0.25, 0.5]}
+    out = transfer_summary(start, end)
+    assert out["explorer_only_tasks"] == 3.0 and out["nobody_tasks"] == 4.0
+    assert out["explorer_only_start"] == pytest.approx(0.25) and out["explorer_only_end"] == pytest.approx(0.5)
+    assert out["nobody_start"] == pytest.approx(0.125) and out["nobody_end"] == pytest.approx(0.25)
+    assert out["transfer"] == pytest.approx(0.25 - 0.125)
+    empty = transfer_summary({"explorer_only": [], "nobody": [0.0]}, {"explorer_only": [], "nobody": [1.0]})
+    assert empty["explorer_only_tasks"] == 0.0 and empty["nobody_gain"] == 1.0
+    assert empty["transfer"] != empty["transfer"]  # NaN: nothing to compare, never a made-up 0
 
 
 def test_the_trainer_measures_the_replay_of_its_merged_update():
