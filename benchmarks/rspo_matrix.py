@@ -296,8 +296,9 @@ class EnvPlan:
     ``rspo-gym compare``'s library; the start is measured once and its record is each run's
     ``evaluations/000000.json``. Needs one held-out split. False: the fast matrix's JSON cells."""
     explorer: tuple = ()
-    """RSPO levers over every explorer arm's own on this plan, ``((field, value), ...)``: the
-    chosen explorer's warm-up is a quarter of the budget, so it scales with the plan."""
+    """RSPO settings over every explorer arm's own on this plan, ``((field, value), ...)``: levers
+    (the chosen explorer's warm-up is a quarter of the budget, so it scales with the plan) and
+    what its cells measure (``TRANSFER``)."""
     start_name: str = ""
     """The regime's ``start`` where it is not a clone of ours (the LLM's: ``expert-clone``, the
     preset model that is itself a behaviour clone of the expert)."""
@@ -403,6 +404,11 @@ class Plan:
         return [(env_id, base, arm, seed) for base, seed, arms in order for arm in arms for env_id in self.envs]
 
 
+TRANSFER = (("transfer_tasks", 100), ("transfer_episodes", 4), ("eval_temperature", 1.0))
+"""An explorer cell's end: up to 100 training goals only its explorer won and 100 nobody won, 4
+episodes each by the learner's start and final weights (``RSPOTrainer.measure_transfer``), at the
+curve temperature (``eval_temperature``, which the cells' own evaluations do not read) and at the
+final one (``run_cell``)."""
 COMMON = {"model": "drrn", "num_groups": 8, "group_size": 4, "history_length": 2, "mini_batch_size": 64,
           "micro_batch_size": 64, "learning_rate": 3e-4, "eval_every": 0, "checkpoint_every": 0, "progress": False,
           "max_turns": None}
@@ -440,7 +446,7 @@ def _regime_plans() -> dict:
     return out
 
 
-WEBSHOP_V1_PLAN = EnvPlan(36_000, COMMON, heldout=(("test", 200),), axis="total")
+WEBSHOP_V1_PLAN = EnvPlan(36_000, COMMON, heldout=(("test", 200),), axis="total", explorer=TRANSFER)
 """WebShop-v1, untrained drrn, at equal *total* env steps: 36k each (the v0 matrix's explorer arms
 spent 36k in all for 24k of their learner's), every arm evaluated at the same total-step marks."""
 V1_FRACTIONS = (1 / 6, 1 / 3, 2 / 3, 1.0)
@@ -741,6 +747,7 @@ def run_cell(key: str, base: str, arm_name: str, seed: int, plan: Plan, cache: P
             return bool(points)
 
         trainer.learn(10**6, callback=after_iteration)
+        transfer = [] if getattr(trainer, "transfer", None) is None else [trainer.transfer, trainer.measure_transfer(plan.final_temperature)]
         trainer.close()
     process = arm.process(env_id, env_plan.helpful)
     record = {"env": env_id, **({"regime": env_plan.regime_info} if env_plan.regime else {}), "base": base, "arm": arm_name,
@@ -759,6 +766,8 @@ def run_cell(key: str, base: str, arm_name: str, seed: int, plan: Plan, cache: P
         record["groups"] = groups
     if mechanism:
         record["mechanism"] = {"keys": ["learner_steps", *MECHANISM_KEYS], "rows": mechanism}
+    if transfer:  # at the curve and at the final temperature (``TRANSFER``)
+        record["transfer"] = transfer
     return {**record, "seconds": time.perf_counter() - started, "peak_rss_mb": peak_rss_mb()}
 
 

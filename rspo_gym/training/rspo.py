@@ -557,7 +557,7 @@ class RSPOTrainer(Trainer):
         ``transfer_tasks`` such goals and as many that nobody won are played ``transfer_episodes``
         times each by the learner's start and final weights (``training/transfer.py``); the result's
         ``transfer`` is the explorer-only goals' gain less the nobody-won goals' gain
-        (``docs/metrics.md``). ``temperature`` overrides ``eval_temperature``. The end of
+        (``docs/metrics.md``; None where a label has no goals). ``temperature`` overrides ``eval_temperature``. The end of
         ``learn()`` calls it when ``transfer_tasks`` is set; call it again for another temperature."""
         c = self.config
         if not c.transfer_tasks:
@@ -568,7 +568,7 @@ class RSPOTrainer(Trainer):
         labels = _merged_labels(self.dist.gather([self.run_labels]))
         result = measure_transfer(self, self._start_weights, labels, tasks=c.transfer_tasks, episodes=c.transfer_episodes,
                                   seed=c.seed, temperature=temperature)
-        return {**result, "temperature": c.eval_temperature if temperature is None else temperature}
+        return _nan_to_none({**result, "temperature": c.eval_temperature if temperature is None else temperature})
 
     def _save_results(self) -> None:
         """The base's end products, after ``transfer.json`` (``measure_transfer``) when asked for."""
@@ -578,7 +578,7 @@ class RSPOTrainer(Trainer):
         elif self.config.transfer_tasks and self.history:
             self.transfer = self.measure_transfer()
             if self.dist.is_main:
-                text = json.dumps(_nan_to_none(self.transfer), indent=2)
+                text = json.dumps(self.transfer, indent=2, allow_nan=False)
                 write_text_atomic(self._require_output_dir() / "transfer.json", text + "\n")
         super()._save_results()
 
@@ -592,7 +592,7 @@ def _merged_labels(parts: list[dict[Any, str]]) -> dict[Any, str]:
 
 
 def _nan_to_none(value: Any) -> Any:
-    """JSON without NaN (a label without goals has no success): ``null`` instead, as strict readers need."""
+    """No NaN (a label without goals has no success): None, which JSON writes as ``null`` for strict readers."""
     if isinstance(value, float) and math.isnan(value):
         return None
     if isinstance(value, dict):
