@@ -3,12 +3,17 @@
 Reads the ``mechanism`` rows that explorer cells of ``benchmarks/rspo_matrix.py`` record (the
 trainer's ``explorer/`` replay metrics, ``docs/metrics.md``), pools each cell's iterations by their
 counts (a ratio of sums, never a mean of empty iterations), and prints, per base, one row per
-measure: the mean over seeds and its 95 % bootstrap interval over seeds (``rspo_gym.intervals``). With
-``--archive``, it also checks that every cell's other numbers equal the archived cell's: the
-measures must not have changed the run.
+measure: the mean over seeds and its 95 % bootstrap interval over seeds (``rspo_gym.intervals``).
+Cells that also measured the transfer of the explorer's wins (``transfer``: the learner's start and
+final weights on goals only the explorer won and on goals nobody won) get one more table, per
+temperature: each label's gain and the transfer (their difference, paired within a seed), over
+seeds. With ``--archive``, it also checks that every cell's other numbers equal the archived
+cell's: the measures must not have changed the run.
 
     python benchmarks/replay_mechanism.py results/webshop-v1-mechanism results/webshop-v1-mechanism-other \\
         --archive docs/results_fast/webshop_v1_cells.tar.gz --json docs/results_fast/replay_mechanism.json
+    python benchmarks/replay_mechanism.py results/webshop-v1-transfer \\
+        --archive docs/results_fast/webshop_v1_cells.tar.gz --json docs/results_fast/transfer.json
 """
 
 from __future__ import annotations
@@ -24,6 +29,20 @@ import numpy as np
 from rspo_gym.intervals import bootstrap_mean_ci, paired_difference_ci
 
 UNTIMED = ("seconds", "peak_rss_mb")
+#: what a rerun cell may add to its archived self: measures taken beside the run, not of it
+ADDED = ("mechanism", "transfer")
+#: (name, key) of each transfer measure, a per-seed number (``RSPOTrainer.measure_transfer``)
+TRANSFER = (
+    ("explorer-only goals", "explorer_only_tasks"),
+    ("goals nobody won", "nobody_tasks"),
+    ("success on explorer-only goals, start", "explorer_only_start"),
+    ("success on explorer-only goals, end", "explorer_only_end"),
+    ("gain on explorer-only goals", "explorer_only_gain"),
+    ("success on goals nobody won, start", "nobody_start"),
+    ("success on goals nobody won, end", "nobody_end"),
+    ("gain on goals nobody won", "nobody_gain"),
+    ("transfer: explorer-only gain − nobody-won gain", "transfer"),
+)
 #: (name, value key, count key): each a count-weighted mean over a cell's iterations
 POOLED = (
     ("IS weight, replayed winning tokens", "is_weight_win", "replay_win_tokens"),
@@ -71,6 +90,20 @@ def summarise(cells: dict[str, dict]) -> dict:
     return out
 
 
+def summarise_transfer(cells: dict[str, dict]) -> dict:
+    """Per base and temperature, each ``TRANSFER`` measure's per-seed values and interval over seeds
+    (a seed whose explorer won no goal alone has no transfer, and is left out of those rows)."""
+    out: dict = {}
+    for cell in cells.values():
+        for measured in cell.get("transfer", []):
+            out.setdefault(cell["base"], {}).setdefault(str(measured["temperature"]), []).append(measured)
+    return {base: {temperature: {key: {"name": name, "per_seed": [m[key] for m in rows],
+                                       **_interval([float("nan") if m[key] is None else m[key] for m in rows])}
+                                 for name, key in TRANSFER}
+                   for temperature, rows in by_temperature.items()}
+            for base, by_temperature in out.items()}
+
+
 def archive_differences(cells: dict[str, dict], archive: Path) -> dict[str, list[str]]:
     """Per cell, the keys (other than the new ``mechanism`` and the timings) that differ from the archive's."""
     out = {}
@@ -78,7 +111,7 @@ def archive_differences(cells: dict[str, dict], archive: Path) -> dict[str, list
         for stem, cell in cells.items():
             archived = json.load(tar.extractfile(f"cells/{stem}.json"))
             out[stem] = sorted(k for k in set(archived) | set(cell)
-                               if k not in (*UNTIMED, "mechanism") and archived.get(k) != cell.get(k))
+                               if k not in (*UNTIMED, *ADDED) and archived.get(k) != cell.get(k))
     return out
 
 
@@ -102,6 +135,14 @@ def main(argv: list[str] | None = None) -> int:
         for row in summary["measures"][base].values():
             ci = f"{row['mean']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}]" if row.get("seeds") else "–"
             print(f"| {base} | {row['name']} | {row['seeds']} | {row.get('count', '')} | {ci} |")
+    summary["transfer"] = summarise_transfer(cells)
+    for base, by_temperature in summary["transfer"].items():
+        for temperature, rows in by_temperature.items():
+            print(f"\ntransfer, {base}, T = {temperature}\n\n| measure | seeds | mean over seeds [95 % CI] |\n|---|---|---|")
+            for key, row in rows.items():
+                sign = "" if key.endswith("_tasks") else "+"  # counts of goals carry no sign
+                ci = f"{row['mean']:{sign}.3f} [{row['low']:{sign}.3f}, {row['high']:{sign}.3f}]" if row.get("seeds") else "–"
+                print(f"| {row['name']} | {row['seeds']} | {ci} |")
     if args.archive:
         summary["archive_differences"] = archive_differences(cells, args.archive)
         differing = {k: v for k, v in summary["archive_differences"].items() if v}
