@@ -608,3 +608,39 @@ def test_equal_learner_reads_the_control_where_its_learner_steps_are_nearest_the
     assert [(d["names"], d["metric"]) for d in diffs] == [(["agent-helpful", "outcome-nm"], m) for m in ("success", "score")]
     assert diffs[0]["learner_steps_a"] == 23_000 and diffs[0]["learner_steps_b"] == 24_000  # not the control's end (36,000)
     assert diffs[0]["mean"] == pytest.approx(0.55 - 0.2)
+
+
+def test_replay_mechanism_summarises_transfer_per_temperature_and_ignores_it_against_the_archive(tmp_path):
+    import io
+    import tarfile
+
+    mechanism = _module("replay_mechanism")
+    keys = ["explorer_only_tasks", "nobody_tasks", "explorer_only_start", "explorer_only_end", "explorer_only_gain",
+            "nobody_start", "nobody_end", "nobody_gain", "transfer"]
+
+    def measured(temperature, transfer, tasks=3.0):
+        row = dict.fromkeys(keys, 0.0)
+        row.update(explorer_only_tasks=tasks, nobody_tasks=5.0, transfer=transfer, temperature=temperature,
+                   explorer_only_gain=None if transfer is None else transfer)
+        return row
+
+    cells = {f"c{seed}": {"base": "grpo", "seed": seed, "evals": [seed],
+                          "transfer": [measured(1.0, value), measured(0.4, None if value is None else value / 2, 0.0 if value is None else 3.0)]}
+             for seed, value in enumerate([0.1, 0.3, None])}
+    summary = mechanism.summarise_transfer(cells)
+    at_one = summary["grpo"]["1.0"]["transfer"]
+    assert at_one["per_seed"] == [0.1, 0.3, None] and at_one["seeds"] == 2  # a seed without explorer-only goals is left out
+    assert at_one["mean"] == pytest.approx(0.2) and at_one["low"] <= 0.2 <= at_one["high"]
+    assert summary["grpo"]["0.4"]["transfer"]["mean"] == pytest.approx(0.1)
+    assert summary["grpo"]["1.0"]["explorer_only_tasks"]["seeds"] == 3
+
+    # a rerun cell that adds the transfer equals its archived self; any other change is named
+    archive = tmp_path / "cells.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for stem, cell in cells.items():
+            data = json.dumps({k: v for k, v in cell.items() if k != "transfer"}).encode()
+            info = tarfile.TarInfo(f"cells/{stem}.json")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    changed = {**cells, "c1": {**cells["c1"], "evals": [9]}}
+    assert mechanism.archive_differences(changed, archive) == {"c0": [], "c1": ["evals"], "c2": []}
