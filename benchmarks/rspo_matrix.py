@@ -295,6 +295,9 @@ class EnvPlan:
     ``metrics.jsonl``, ``evaluations/``, ``policy/``, plus ``cell.json``), compared by
     ``rspo-gym compare``'s library; the start is measured once and its record is each run's
     ``evaluations/000000.json``. Needs one held-out split. False: the fast matrix's JSON cells."""
+    keep_policies: bool = False
+    """Keep each cell's final policy in ``<out>/policies/<cell>/`` (``policy_path``): what
+    ``benchmarks/transfer_control.py`` plays the explorer-only goals with (a drrn policy is ~1 MB)."""
     explorer: tuple = ()
     """RSPO settings over every explorer arm's own on this plan, ``((field, value), ...)``: levers
     (the chosen explorer's warm-up is a quarter of the budget, so it scales with the plan) and
@@ -446,7 +449,7 @@ def _regime_plans() -> dict:
     return out
 
 
-WEBSHOP_V1_PLAN = EnvPlan(36_000, COMMON, heldout=(("test", 200),), axis="total", explorer=TRANSFER)
+WEBSHOP_V1_PLAN = EnvPlan(36_000, COMMON, heldout=(("test", 200),), axis="total", explorer=TRANSFER, keep_policies=True)
 """WebShop-v1, untrained drrn, at equal *total* env steps: 36k each (the v0 matrix's explorer arms
 spent 36k in all for 24k of their learner's), every arm evaluated at the same total-step marks."""
 V1_FRACTIONS = (1 / 6, 1 / 3, 2 / 3, 1.0)
@@ -705,9 +708,10 @@ def _evaluation(trainer, env_id: str, plan: EnvPlan, temperature: float, learner
             "success": sum(r[2] for r in per_task) / n, "score": sum(r[3] for r in per_task) / n, "per_task": per_task}
 
 
-def run_cell(key: str, base: str, arm_name: str, seed: int, plan: Plan, cache: Path | None = None) -> dict:
+def run_cell(key: str, base: str, arm_name: str, seed: int, plan: Plan, cache: Path | None = None,
+             results: Path | None = None) -> dict:
     """Train one cell of plan key ``key``, evaluating it at every point of the plan (run in a fresh
-    worker process)."""
+    worker process); a plan that keeps policies writes its final one under ``results``."""
     import tempfile
 
     import torch
@@ -749,6 +753,8 @@ def run_cell(key: str, base: str, arm_name: str, seed: int, plan: Plan, cache: P
         trainer.learn(10**6, callback=after_iteration)
         transfer = [] if getattr(trainer, "transfer", None) is None else [trainer.transfer, trainer.measure_transfer(plan.final_temperature)]
         trainer.close()
+        if env_plan.keep_policies and results is not None:
+            keep_policy(Path(trainer.output_dir) / "policy", policy_path(results, key, base, arm_name, seed))
     process = arm.process(env_id, env_plan.helpful)
     record = {"env": env_id, **({"regime": env_plan.regime_info} if env_plan.regime else {}), "base": base, "arm": arm_name,
               "kind": arm.kind, "process_reward": process.name if process else None}
@@ -913,6 +919,22 @@ def evaluate_start(key: str, seed: int, plan: Plan, cache: Path | None = None, e
     trainer.close()
     return {"env": env_id, **({"regime": env_plan.regime_info} if env_plan.regime else {}), "base": "start", "arm": "start",
             "kind": "start", "process_reward": None, "seed": seed, "evals": evals}
+
+
+def policy_path(out: Path, key: str, base: str, arm: str, seed: int) -> Path:
+    """``policies/<cell>/``: a cell's final policy, where its plan keeps them."""
+    return out / "policies" / cell_path(out, key, base, arm, seed).stem
+
+
+def keep_policy(saved: Path, dest: Path) -> None:
+    """Copy a run's ``policy/`` to ``dest`` whole or not at all (a kill leaves no half policy)."""
+    import shutil
+
+    staging = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(saved, staging)
+    shutil.rmtree(dest, ignore_errors=True)
+    staging.rename(dest)
 
 
 def cell_path(out: Path, key: str, base: str, arm: str, seed: int) -> Path:
@@ -1129,7 +1151,7 @@ def main(argv: list[str] | None = None) -> int:
               f"score {final['score']:.3f}" + (f" ({result['seconds']:.0f} s)" if kind == "cell" else ""), flush=True)
 
     jobs = [(("start", (e, s)), evaluate_start, (e, s, plan, out / "clones", missing)) for e, s, missing in starts]
-    jobs += [(("cell", key), run_cell, (*key, plan, out / "clones")) for key in todo]
+    jobs += [(("cell", key), run_cell, (*key, plan, out / "clones", out)) for key in todo]
     failed = run_fresh(jobs, args.jobs, keep)
     if failed:
         print(f"{failed} job(s) failed; rerun to retry them (finished cells are kept)", file=sys.stderr)
