@@ -21,7 +21,7 @@ import torch
 
 from rspo_gym.algos.replay_metrics import LABELS, transfer_sample, transfer_summary
 
-__all__ = ["detached_copy", "measure_transfer"]
+__all__ = ["detached_copy", "goal_successes", "measure_transfer"]
 
 
 def detached_copy(state: Any) -> Any:
@@ -41,8 +41,10 @@ def detached_copy(state: Any) -> Any:
     return copy.deepcopy(state)
 
 
-def _success_per_goal(trainer: Any, sample: Mapping[str, list[Any]], episodes: int, temperature: float | None) -> dict[str, list[float]]:
-    """Each sampled goal's share of ``episodes`` won by the trainer's current weights, by label."""
+def goal_successes(trainer: Any, sample: Mapping[str, list[Any]], episodes: int, temperature: float | None) -> dict[str, list[float]]:
+    """Each sampled goal's share of ``episodes`` won by the trainer's current weights, by label:
+    one evaluation of the labels' goals in order, so any trainer with the same evaluation seed
+    plays the same episodes (another run's policy on this run's goals)."""
     ids = [task for label in LABELS for task in sample[label] for _ in range(episodes)]
     _, played = trainer.evaluate(task_ids=ids, return_episodes=True, temperature=temperature, training_envs=True)
     won: dict[Any, list[float]] = {}
@@ -63,11 +65,11 @@ def measure_transfer(
     empty = {label: [] for label in LABELS}
     if not any(sample.values()):
         return {**transfer_summary(empty, empty), "episodes": episodes, "labelled": counts, "goals": {}}
-    end = _success_per_goal(trainer, sample, episodes, temperature)
+    end = goal_successes(trainer, sample, episodes, temperature)
     final = detached_copy(trainer.policy.state_dict())
     try:
         trainer.policy.load_state_dict(start_weights)
-        start = _success_per_goal(trainer, sample, episodes, temperature)
+        start = goal_successes(trainer, sample, episodes, temperature)
     finally:
         trainer.policy.load_state_dict(final)
     goals = {label: {"task_ids": sample[label], "start": start[label], "end": end[label]} for label in LABELS}
