@@ -108,20 +108,20 @@ RESUMABLE_FIELDS = frozenset({
     "eval_every", "eval_tasks", "eval_split", "eval_task_ids", "eval_temperature", "eval_seed",
     "micro_batch_size", "max_tokens_per_micro_batch", "gradient_checkpointing", "ref_offload",
     "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode", "vllm_tensor_parallel_size",
-    "env_pool", "env_workers", "report_to",
+    "env_pool", "env_workers", "report_to", "transfer_episodes",
     "vllm_server_url", "vllm_server_model", "vllm_server_timeout", "vllm_weight_sync_host", "vllm_weight_sync_port",
 })
 
 #: What makes a folder a run's: a fresh run over one needs ``overwrite``, which removes these.
 RUN_RECORD = (
     "config.json", "metrics.jsonl", "metrics.csv", "checkpoint.pt", "checkpoint.pt.tmp", "checkpoint_tensors",
-    "checkpoint_engine", "tensorboard", "policy", "adapter", "learning_curve.png", "evaluations",
+    "checkpoint_engine", "tensorboard", "policy", "adapter", "learning_curve.png", "evaluations", "transfer.json",
 )
 
 
 #: The run's files rewritten through ``atomic_write``; a kill between a temporary's creation and
 #: its rename leaves ``.<name>.<8 hex digits>.tmp`` beside them.
-REWRITTEN = ("config.json", "metrics.jsonl", "metrics.csv", "learning_curve.png")
+REWRITTEN = ("config.json", "metrics.jsonl", "metrics.csv", "learning_curve.png", "transfer.json")
 
 
 def run_identity(trainer: Any) -> dict[str, Any]:

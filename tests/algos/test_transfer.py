@@ -96,3 +96,23 @@ def test_transfer_is_refused_where_it_cannot_be_measured():
     with pytest.raises(UserError, match="transfer_tasks > 0"):
         trainer.measure_transfer()
     trainer.close()
+
+
+def test_a_resumed_run_measures_from_its_first_start_and_overwrite_removes_the_old_measure(tmp_path):
+    folder = tmp_path / "run"
+    first = RSPOTrainer("rspo/ALFWorld-v0", iterations=1, max_turns=3, output_dir=folder, **{**FAST, "checkpoint_every": 1})
+    start = detached_copy(first.policy.state_dict())
+    first.learn()
+    first.close()
+    resumed = RSPOTrainer("rspo/ALFWorld-v0", iterations=2, max_turns=3, output_dir=folder, **{**FAST, "checkpoint_every": 1, "seed": 0})
+    resumed.policy.load_state_dict(RSPOTrainer("rspo/ALFWorld-v0", **{**FAST, "seed": 9}).policy.state_dict())  # not the run's start
+    resumed.learn(resume=True)
+    resumed.close()
+    assert _same(resumed._start_weights["model"], start["model"])
+    assert len(resumed.run_labels) == 8  # both iterations' goals
+    assert (folder / "transfer.json").is_file()
+
+    fresh = RSPOTrainer("rspo/ALFWorld-v0", iterations=1, max_turns=3, output_dir=folder, **{**FAST, "transfer_tasks": 0})
+    fresh.learn(overwrite=True)
+    fresh.close()
+    assert not (folder / "transfer.json").exists()  # no stale measure of another run beside this one's record
