@@ -466,7 +466,7 @@ turns, held out at the training temperature (at 0.4 the tiny clone's success swi
 checkpoints, hiding a gain)."""
 LLM_ALFWORLD = EnvPlan(7_500, LLM_TRAINER, heldout=(("valid_unseen", 134),), heldout_episodes=12, task_type="pick_and_place_simple",
                        train_pool=64, model="tiny-alfworld", regime=True, axis="total", run_folders=True, start_name="expert-clone",
-                       explorer=(("explorer_warmup_iterations", 12),))
+                       explorer=(("explorer_warmup_iterations", 12), ("transfer_tasks", 16), ("transfer_episodes", 4)))
 """The LLM matrix on ALFWorld at the quick start's task type and scale: ``tiny-alfworld`` trained on
 the first 64 ``pick_and_place_simple`` train tasks to 7,500 *total* env steps (the quick start's 24
 iterations of 16 episodes take about that), held out on the 24 tasks of the type in
