@@ -32,8 +32,12 @@ def load_instructions(path: Path) -> list[str] | None:
 
 
 def write_json(path: Path, result: dict) -> None:
+    """Write ``result`` whole or not at all: a kill mid-write leaves the previous file (or none), never
+    a truncated cell that a resumed matrix would have to detect."""
+    from rspo_gym.atomic import write_text_atomic
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    write_text_atomic(path, json.dumps(result, indent=2) + "\n")
     print(f"wrote {path}")
 
 
