@@ -6,6 +6,9 @@ previous file, never a truncated one.
   atomic on POSIX and Windows), and the rename is flushed too. On any error the temporary file is
   removed and the target is untouched.
 - ``write_text_atomic`` / ``write_bytes_atomic``: the same for a string or bytes.
+- ``atomic_folder``: the same for a folder (a saved ``policy/``): built in a staging folder beside
+  it, flushed, then swapped in by two renames; ``restore_swapped_folders`` puts the previous folder
+  back when a kill fell between them.
 - ``remove_stale_temporaries``: a dead writer's leftovers of those temporary files
   (``.<name>.<8 hex digits>.tmp``, a file or a staging folder), removed by the next writer.
 - ``DISK_FULL``: the ``errno`` values of a write refused for want of room (``ENOSPC``, ``EFBIG``
@@ -28,7 +31,10 @@ import shutil
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
-__all__ = ["DISK_FULL", "atomic_write", "write_text_atomic", "write_bytes_atomic", "fsync_dir", "remove_stale_temporaries"]
+__all__ = [
+    "DISK_FULL", "atomic_write", "write_text_atomic", "write_bytes_atomic", "atomic_folder", "fsync_dir",
+    "remove_stale_temporaries", "restore_swapped_folders",
+]
 
 DISK_FULL = frozenset(code for code in (errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", None)) if code is not None)
 
@@ -68,6 +74,67 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     """``path`` holds ``data``, or (on any error) what it held before."""
     with atomic_write(path, "wb") as f:
         f.write(data)
+
+
+@contextlib.contextmanager
+def atomic_folder(path: str | Path) -> Iterator[Path]:
+    """Yield a staging folder to build ``path`` in; once whole and on disk, it replaces ``path``.
+
+    A folder cannot be renamed over another, so the old one steps aside first (to
+    ``.<name>.<8 hex>.old``), the new one takes its name, and the old is removed. An error or
+    Ctrl-C before the swap removes the staging folder and leaves ``path`` as it was; one between
+    the two renames puts the old folder back. A kill there leaves ``path`` missing beside its
+    ``.old``, which ``restore_swapped_folders`` (the next writer) renames back.
+    """
+    path = Path(path)
+    staging = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")  # remove_stale_temporaries' pattern
+    staging.mkdir()
+    old = path.with_name(f".{path.name}.{secrets.token_hex(4)}.old")
+    try:
+        yield staging
+        _fsync_tree(staging)
+        if path.exists():
+            os.rename(path, old)
+        os.rename(staging, path)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        if old.exists() and not path.exists():
+            os.rename(old, path)
+        raise
+    fsync_dir(path.parent)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def restore_swapped_folders(folder: str | Path, names: Iterable[str]) -> list[Path]:
+    """Each of ``folder``'s ``names`` that a killed ``atomic_folder`` left missing gets its previous
+    folder back from ``.<name>.<8 hex>.old``; an ``.old`` whose folder is in place is removed. For
+    the folder's one writer, as ``remove_stale_temporaries``; the folders restored."""
+    restored = []
+    for name in names:
+        pattern = re.compile(r"\.%s\.[0-9a-f]{8}\.old" % re.escape(name))
+        with contextlib.suppress(OSError):
+            for entry in sorted(Path(folder).iterdir()):
+                if not pattern.fullmatch(entry.name) or entry.is_symlink():
+                    continue
+                target = Path(folder) / name
+                if not target.exists():
+                    os.rename(entry, target)
+                    restored.append(target)
+                else:
+                    shutil.rmtree(entry, ignore_errors=True)
+    return restored
+
+
+def _fsync_tree(folder: Path) -> None:
+    """Flush every file under ``folder`` (written by a library's ``save``) and the folders' entries."""
+    for root, _, files in os.walk(folder):
+        for name in files:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_dir(root)
 
 
 def fsync_dir(folder: str | Path) -> None:

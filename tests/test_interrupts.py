@@ -2,11 +2,12 @@
 the next writer of a run folder removes the temporary files a killed writer left."""
 
 import os
+import shutil
 
 import pytest
 import torch
 
-from rspo_gym.atomic import remove_stale_temporaries
+from rspo_gym.atomic import atomic_folder, remove_stale_temporaries, restore_swapped_folders
 from rspo_gym.training import checkpoints
 from rspo_gym.training.checkpoints import read_checkpoint, tensors_folder, write_checkpoint
 
@@ -96,10 +97,73 @@ def test_a_ctrl_c_at_every_step_of_a_checkpoint_write_leaves_the_old_or_the_new_
     assert survivors == [1] * switch + [2] * (len(boundaries) - switch)  # the rename is the one step that switches
 
 
+def _save_folder(path, version: int, interrupt_at: int | None = None) -> int:
+    """Save a 3-file folder of ``version`` through ``atomic_folder``, raising Ctrl-C at its
+    ``interrupt_at``-th step (a file written, a rename, a removal)."""
+    steps = {"n": 0}
+
+    def step() -> None:
+        steps["n"] += 1
+        if steps["n"] == interrupt_at:
+            raise KeyboardInterrupt
+
+    real_rename, real_rmtree = os.rename, shutil.rmtree
+
+    def rename(*args, **kwargs):
+        step()
+        return real_rename(*args, **kwargs)
+
+    def rmtree(*args, **kwargs):
+        step()
+        return real_rmtree(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "rename", rename)
+        patch.setattr(shutil, "rmtree", rmtree)
+        with atomic_folder(path) as staging:
+            for name in ("config.json", "weights.bin", "tokenizer.json"):
+                (staging / name).write_text(f"{name} {version}")
+                step()
+    return steps["n"]
+
+
+def test_a_ctrl_c_at_every_step_of_a_folder_save_leaves_the_old_or_the_new_folder_whole(tmp_path):
+    (tmp_path / "count").mkdir()
+    _save_folder(tmp_path / "count" / "policy", 1)
+    total = _save_folder(tmp_path / "count" / "policy", 2)
+    assert total == 6  # three files, the old folder aside, the new one in, the old one removed
+    seen = []
+    for at in range(1, total + 1):
+        folder = tmp_path / str(at)
+        folder.mkdir()
+        _save_folder(folder / "policy", 1)
+        try:
+            _save_folder(folder / "policy", 2, interrupt_at=at)
+        except KeyboardInterrupt:
+            pass
+        restore_swapped_folders(folder, ["policy"])
+        remove_stale_temporaries(folder, ["policy"])
+        versions = {p.read_text().split()[1] for p in (folder / "policy").iterdir()}
+        assert len(versions) == 1 and len(list((folder / "policy").iterdir())) == 3, at  # one whole version
+        assert [p.name for p in folder.iterdir()] == ["policy"], at  # nothing left beside it
+        seen.append(versions.pop())
+    assert seen == ["1"] * 5 + ["2"]  # the second rename is the one step that switches
+
+
+def test_a_kill_between_the_two_renames_gets_the_previous_folder_back(tmp_path):
+    (tmp_path / ".policy.0123abcd.old").mkdir()
+    (tmp_path / ".policy.0123abcd.old" / "weights.bin").write_text("previous")
+    (tmp_path / "adapter").mkdir()
+    (tmp_path / ".adapter.89abcdef.old").mkdir()  # the swap went through: only the removal was left
+    assert restore_swapped_folders(tmp_path, ["policy", "adapter"]) == [tmp_path / "policy"]
+    assert (tmp_path / "policy" / "weights.bin").read_text() == "previous"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adapter", "policy"]
+
+
 # ---------------------------------------------------------------- what a killed writer left
 
 LEFT_BY_A_KILL = [".config.json.0123abcd.tmp", ".metrics.jsonl.89abcdef.tmp", ".metrics.csv.00ff00ff.tmp",
-                  ".learning_curve.png.deadbeef.tmp", "checkpoint.pt.tmp"]
+                  ".learning_curve.png.deadbeef.tmp", "checkpoint.pt.tmp", ".policy.0badf00d.tmp", ".transfer.json.12345678.tmp"]
 USERS = [".notes.txt.0123abcd.tmp", "metrics.csv.bak"]  # not rspo-gym's temporary names: kept
 
 

@@ -64,7 +64,7 @@ from typing import Any, BinaryIO, Iterable
 
 import torch
 
-from rspo_gym.atomic import atomic_write, fsync_dir, remove_stale_temporaries
+from rspo_gym.atomic import atomic_write, fsync_dir, remove_stale_temporaries, restore_swapped_folders
 from rspo_gym.safe_pickle import allowed_classes, check_torch_file, refusal_reason
 from rspo_gym.training.eval_records import EVALUATIONS, remove_evaluations
 from rspo_gym.training.tensor_shards import join_state, plan_shards, shard_layout, split_state, tensor_data
@@ -122,6 +122,8 @@ RUN_RECORD = (
 #: The run's files rewritten through ``atomic_write``; a kill between a temporary's creation and
 #: its rename leaves ``.<name>.<8 hex digits>.tmp`` beside them.
 REWRITTEN = ("config.json", "metrics.jsonl", "metrics.csv", "learning_curve.png", "transfer.json")
+#: The run's folders saved through ``atomic_folder`` (the end of ``learn()``).
+SAVED_FOLDERS = ("policy", "adapter")
 
 
 def run_identity(trainer: Any) -> dict[str, Any]:
@@ -479,10 +481,12 @@ def claim_run_dir(out: Path, *, resume: bool, overwrite: bool) -> None:
 
 def remove_leftovers(out: Path) -> None:
     """Remove what a killed writer of run folder ``out`` left: the temporary files of the files it
-    rewrites (``REWRITTEN``) and ``checkpoint.pt.tmp``. For the folder's one writer (it holds the
+    rewrites (``REWRITTEN``), the staging folders of those it saves (``SAVED_FOLDERS``, whose
+    previous folder comes back if the kill fell inside the swap) and ``checkpoint.pt.tmp``. For the folder's one writer (it holds the
     lock, ``runs.lock_run_dir``), so each is a dead process's; called once a run is open (a fresh
     run, ``--overwrite``, or a resume past its checks), so a refused command leaves them too."""
-    remove_stale_temporaries(out, REWRITTEN)
+    remove_stale_temporaries(out, (*REWRITTEN, *SAVED_FOLDERS))
+    restore_swapped_folders(out, SAVED_FOLDERS)
     with contextlib.suppress(OSError):
         (out / "checkpoint.pt.tmp").unlink()
 

@@ -42,7 +42,7 @@ from rspo_gym.training.checkpoints import (
     claim_run_dir, load_optimizer_state, read_checkpoint, remove_leftovers, remove_stale, restore_metrics, run_identity, save_tag,
     write_checkpoint,
 )
-from rspo_gym.atomic import atomic_write
+from rspo_gym.atomic import atomic_folder, atomic_write
 from rspo_gym.cpu_settings import one_thread, variable_problems
 from rspo_gym.training.config import TrainerConfig, save_config
 from rspo_gym.training.eval_records import evaluation_record, trim_evaluations, write_evaluation
@@ -1022,9 +1022,11 @@ class Trainer:
             return
         with quiet_third_party_progress():
             gathered = {} if weights is None else {"weights": weights}  # an LLM policy's, under a sharding engine
-            self.policy.save(self.output_dir / "policy", merged=True, **gathered)
+            with atomic_folder(self.output_dir / "policy") as staging:  # a Ctrl-C keeps the previous policy/
+                self.policy.save(staging, merged=True, **gathered)
             if self.policy.adapter is not None:
-                self.policy.save(self.output_dir / "adapter")
+                with atomic_folder(self.output_dir / "adapter") as staging:
+                    self.policy.save(staging)
         if not self.history:
             return
         title = f"{self.algo} on {self.env_id or 'a custom env'} ({self.model_name or 'given policy'})"
