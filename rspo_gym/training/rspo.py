@@ -557,8 +557,9 @@ class RSPOTrainer(Trainer):
         ``transfer_tasks`` such goals and as many that nobody won are played ``transfer_episodes``
         times each by the learner's start and final weights (``training/transfer.py``); the result's
         ``transfer`` is the explorer-only goals' gain less the nobody-won goals' gain
-        (``docs/metrics.md``; None where a label has no goals). ``temperature`` overrides ``eval_temperature``. The end of
-        ``learn()`` calls it when ``transfer_tasks`` is set; call it again for another temperature."""
+        (``docs/metrics.md``; None where a label has no goals). ``temperature`` overrides
+        ``eval_temperature``. The end of ``learn()`` calls it when ``transfer_tasks`` is set; call it
+        again for another temperature."""
         c = self.config
         if not c.transfer_tasks:
             raise UserError("measure_transfer() needs the labels and start weights a run keeps when transfer_tasks > 0")
