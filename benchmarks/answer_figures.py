@@ -29,7 +29,8 @@ UNTRAINED_ALF = {"start": "untrained", "policy": "drrn-memory"}
 LLM = {"start": "expert-clone", "policy": "tiny-alfworld"}
 #: The LLM matrix's answer rows: the base's gain, RSPO against each base and the explorer's two controls.
 LLM_ROWS = (("grpo", ("outcome", "start")), ("grpo", ("agent-helpful", "outcome")), ("grpo", ("agent-helpful", "outcome-nm")),
-            ("grpo", ("agent-helpful", "dense-helpful")), ("ppo", ("agent-helpful", "outcome")), ("gigpo", ("agent-helpful", "outcome")))
+            ("grpo", ("agent-helpful", "dense-helpful")), ("ppo", ("agent-helpful", "outcome")),
+            ("ppo", ("agent-helpful", "outcome-nm-matched")), ("gigpo", ("agent-helpful", "outcome")))
 
 
 def _find(differences, env, metric, a, b, *, base="grpo", regime=None, seeds=None, names=None):
