@@ -115,7 +115,7 @@ def forest_plot(rows: Sequence[dict[str, Any]], path: str | Path, *, title: str,
     fig.suptitle(textwrap.fill(title, 90), fontsize=9)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, bbox_inches="tight", pad_inches=0.1)  # long row labels push a long x label past the figure's edge
     plt.close(fig)
     return True
 
