@@ -930,11 +930,11 @@ def keep_policy(saved: Path, dest: Path) -> None:
     """Copy a run's ``policy/`` to ``dest`` whole or not at all (a kill leaves no half policy)."""
     import shutil
 
-    staging = dest.with_name(dest.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(saved, staging)
-    shutil.rmtree(dest, ignore_errors=True)
-    staging.rename(dest)
+    from rspo_gym.atomic import atomic_folder
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_folder(dest) as staging:
+        shutil.copytree(saved, staging, dirs_exist_ok=True)
 
 
 def cell_path(out: Path, key: str, base: str, arm: str, seed: int) -> Path:

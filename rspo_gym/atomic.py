@@ -129,19 +129,21 @@ def _fsync_tree(folder: Path) -> None:
     """Flush every file under ``folder`` (written by a library's ``save``) and the folders' entries."""
     for root, _, files in os.walk(folder):
         for name in files:
-            fd = os.open(os.path.join(root, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _fsync_read_only(os.path.join(root, name))
         fsync_dir(root)
 
 
 def fsync_dir(folder: str | Path) -> None:
     """Flush ``folder``'s entries (a file made or renamed in it) to disk; POSIX only."""
+    _fsync_read_only(folder)
+
+
+def _fsync_read_only(path: str | Path) -> None:
+    """``fsync`` through a read-only descriptor, which flushes a file's data or a folder's entries on
+    POSIX; elsewhere nothing (Windows refuses to flush a read-only handle)."""
     if os.name != "posix":
         return
-    fd = os.open(folder, os.O_RDONLY)
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
